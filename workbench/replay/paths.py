@@ -1,0 +1,79 @@
+"""What the replay engine needs to know about one network path: piecewise-constant capacity, one-way
+delay and random loss in each direction over time, plus the bottleneck buffer size.
+
+Plain Python on purpose (no polars): the engine never imports table libraries. `workbench.timeline`
+converts its `PathTimeline` tables into these objects.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+__all__ = ["PathConfig", "StepSeries"]
+
+
+@dataclass(frozen=True)
+class StepSeries:
+    """A piecewise-constant series: ``values[i]`` holds from ``t_ns[i]`` until ``t_ns[i + 1]``; the last
+    value holds forever and the first also holds before ``t_ns[0]``. ``t_ns`` is strictly increasing."""
+
+    t_ns: tuple[int, ...]
+    values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.t_ns or len(self.t_ns) != len(self.values):
+            raise ValueError("StepSeries needs equally long, non-empty t_ns and values")
+        if any(b <= a for a, b in zip(self.t_ns, self.t_ns[1:], strict=False)):
+            raise ValueError("StepSeries t_ns must be strictly increasing")
+
+    @classmethod
+    def constant(cls, value: float) -> StepSeries:
+        return cls((0,), (float(value),))
+
+    def at(self, t_ns: int) -> float:
+        """The value in force at time ``t_ns``."""
+        i = bisect.bisect_right(self.t_ns, t_ns) - 1
+        return self.values[max(i, 0)]
+
+    def index_at(self, t_ns: int) -> int:
+        """Index of the step in force at ``t_ns`` (0 before the first change)."""
+        return max(bisect.bisect_right(self.t_ns, t_ns) - 1, 0)
+
+    @property
+    def is_constant(self) -> bool:
+        return len(set(self.values)) == 1
+
+
+@dataclass(frozen=True)
+class PathConfig:
+    """One path between client and server. "down" = server -> client (the usual data direction),
+    "up" = client -> server. Rates in bit/s, delays in ns (propagation part, without queueing),
+    loss as a probability per packet, buffers in bytes (drop-tail at the bottleneck)."""
+
+    name: str
+    rate_down_bps: StepSeries
+    rate_up_bps: StepSeries
+    owd_down_ns: StepSeries
+    owd_up_ns: StepSeries
+    loss_down: StepSeries = field(default_factory=lambda: StepSeries.constant(0.0))
+    loss_up: StepSeries = field(default_factory=lambda: StepSeries.constant(0.0))
+    buffer_down_bytes: int = 150_000
+    buffer_up_bytes: int = 150_000
+
+    @classmethod
+    def constant(cls, name: str, *, rate_bps: float, owd_ns: int, buffer_bytes: int = 150_000,
+                 loss: float = 0.0, rate_up_bps: float | None = None, owd_up_ns: int | None = None,
+                 ) -> PathConfig:
+        """A path with constant, by default symmetric, rate and delay."""
+        return cls(
+            name=name,
+            rate_down_bps=StepSeries.constant(rate_bps),
+            rate_up_bps=StepSeries.constant(rate_up_bps if rate_up_bps is not None else rate_bps),
+            owd_down_ns=StepSeries.constant(owd_ns),
+            owd_up_ns=StepSeries.constant(owd_up_ns if owd_up_ns is not None else owd_ns),
+            loss_down=StepSeries.constant(loss),
+            loss_up=StepSeries.constant(0.0),
+            buffer_down_bytes=buffer_bytes,
+            buffer_up_bytes=buffer_bytes,
+        )
