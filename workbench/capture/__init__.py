@@ -1,0 +1,20 @@
+"""Reading captures: pcap/pcapng (native reader, tshark as fallback and oracle) and tshark CSV
+exports, resolved into PacketEvents with MPTCP connections, subflows, paths and one-way delays."""
+
+from __future__ import annotations
+
+from workbench.capture._load import Capture, load, parse_path_names
+from workbench.capture._read import READER_VERSION, ReadResult, read_packets
+from workbench.capture.schema import PACKET_EVENTS, PACKETS, SAMPLES
+
+__all__ = [
+    "PACKETS",
+    "PACKET_EVENTS",
+    "READER_VERSION",
+    "SAMPLES",
+    "Capture",
+    "ReadResult",
+    "load",
+    "parse_path_names",
+    "read_packets",
+]

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian/Ubuntu machine: system packages (tshark, Python venv support),
+# a virtualenv in .venv, and the project installed into it (editable, with test extras).
+# Re-running is cheap: each step checks whether it is already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test_tools="${1:-}"   # "--test" also installs what the test suite needs (headless Chromium)
+
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+packages=(tshark python3-venv python3-pip)
+[ "$want_test_tools" = "--test" ] && packages+=(chromium)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[setup] installing system packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
+  echo "[setup] Python >= 3.11 is needed; $("$PYTHON" --version) found" >&2
+  exit 1
+fi
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+
+# Reinstall only when the dependency list changed.
+stamp=".venv/.workbench-installed"
+digest=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
+  echo "[setup] installing the project into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[test]"
+  echo "$digest" > "$stamp"
+fi

@@ -1,0 +1,141 @@
+"""Choosing a reader for an input file and caching what it read.
+
+pcap/pcapng go to the native reader; link types it does not know go to tshark; tshark CSV exports go
+to the CSV reader. Parsed tables are cached as parquet keyed by the file's content hash and the
+reader version, so a second look at the same capture costs a parquet read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from workbench.capture.schema import PACKETS
+from workbench.errors import InputError
+
+__all__ = ["READER_VERSION", "ReadResult", "cache_dir", "content_hash", "read_packets"]
+
+# Bump when any reader's output for the same bytes changes: it invalidates every cached table.
+READER_VERSION = "1"
+
+_PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"}
+_PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+
+
+@dataclass
+class ReadResult:
+    packets: pl.DataFrame
+    reader: str                      # "native", "tshark" or "csv"
+    content_hash: str
+    from_cache: bool = False
+    notes: list[str] = field(default_factory=list)  # what the reader wants the user to know
+
+
+def cache_dir() -> Path:
+    """Where parsed tables are cached: $WORKBENCH_CACHE, else ~/.cache/workbench."""
+    env = os.environ.get("WORKBENCH_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "workbench"
+
+
+def content_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _sniff(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    if not head:
+        raise InputError(path, "empty file")
+    if head in _PCAP_MAGICS or head == _PCAPNG_MAGIC:
+        return "capture"
+    from workbench.capture._csvexport import is_csv_export
+
+    if is_csv_export(path):
+        return "csv"
+    raise InputError(path, "not a pcap or pcapng capture, nor a tshark CSV export")
+
+
+def _read_uncached(path: Path, kind: str, reader: str) -> tuple[pl.DataFrame, str, list[str]]:
+    if kind == "csv":
+        from workbench.capture._csvexport import read_csv_export
+
+        return read_csv_export(path), "csv", []
+    if reader == "tshark":
+        from workbench.capture._tshark import read_tshark
+
+        return read_tshark(path), "tshark", []
+    from workbench.capture._native import UnsupportedLinkType, read_native
+
+    try:
+        packets, stats = read_native(path)
+    except UnsupportedLinkType as e:
+        if reader == "native":
+            raise
+        from workbench.capture._tshark import read_tshark, tshark_available
+
+        if not tshark_available():
+            raise InputError(path, f"{e.problem}, and tshark (the fallback reader) is not installed") from None
+        return read_tshark(path), "tshark", [f"{e.problem}: read with tshark instead"]
+    notes = []
+    if stats.frames_truncated:
+        notes.append(f"{stats.frames_truncated} TCP frames had headers cut by the snap length and were skipped")
+    if stats.frames_snapped:
+        notes.append(f"{stats.frames_snapped} frames carry less payload than on the wire (snap length); "
+                     "lengths come from the IP headers")
+    if getattr(stats, "mp_malformed", 0):
+        notes.append(f"{stats.mp_malformed} packets with a malformed MPTCP option")
+    return packets, "native", notes
+
+
+def read_packets(path: str | Path, *, reader: str = "auto", use_cache: bool = True) -> ReadResult:
+    """Read one capture or CSV export into a PACKETS table. `reader`: "auto", "native" or "tshark"."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(p, "no such file" if not p.exists() else "not a regular file")
+    kind = _sniff(p)
+    digest = content_hash(p)
+    cached = cache_dir() / f"{digest[:32]}-{kind}-{reader}-v{READER_VERSION}.parquet"
+    if use_cache and cached.is_file():
+        try:
+            df = pl.read_parquet(cached)
+            notes_file = cached.with_suffix(".notes")
+            notes = notes_file.read_text().splitlines() if notes_file.is_file() else []
+            used = notes.pop(0) if notes else reader
+            return ReadResult(df, used, digest, from_cache=True, notes=notes)
+        except Exception:  # a corrupt cache entry is rebuilt, never trusted
+            cached.unlink(missing_ok=True)
+    df, used, notes = _read_uncached(p, kind, reader)
+    if list(df.schema.items()) != list(PACKETS.items()):
+        raise AssertionError(f"reader {used} returned a table that does not follow the PACKETS schema")
+    if use_cache:
+        _write_atomic(cached, df, [used, *notes])
+    return ReadResult(df, used, digest, notes=notes)
+
+
+def _write_atomic(target: Path, df: pl.DataFrame, notes: list[str]) -> None:
+    """Write to a temporary file in the same folder and rename: a reader never sees half a table."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for dest, write in ((target.with_suffix(".notes"), lambda f: Path(f).write_text("\n".join(notes))),
+                            (target, lambda f: df.write_parquet(f))):
+            fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+            os.close(fd)
+            try:
+                write(tmp)
+                os.replace(tmp, dest)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
+    except OSError:
+        pass  # caching is an optimisation: a read-only home must not break analysis

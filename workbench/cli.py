@@ -1,0 +1,149 @@
+"""The `workbench` command line: thin typer commands over library calls, rich tables for people,
+`--json` for machines. Any problem the user can fix is one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from workbench.errors import InputError
+
+app = typer.Typer(
+    name="workbench",
+    help="MPTCP trace-replay workbench: captures -> path timelines -> scheduler replays -> metrics.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Piped output gets a wide fixed width so tables stay readable in logs and CI.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Exit codes: 2 = the input or an option is wrong, 3 = an internal error (a bug: please report it).
+EXIT_INPUT = 2
+EXIT_INTERNAL = 3
+
+
+def _user_errors(fn: F) -> F:
+    """Turn errors into one line and an exit code; a stack trace only with WORKBENCH_DEBUG=1."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import os
+
+        try:
+            return fn(*args, **kwargs)
+        except InputError as e:
+            err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INPUT) from None
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as e:
+            if os.environ.get("WORKBENCH_DEBUG"):
+                raise
+            err.print(f"internal error: {type(e).__name__}: {e} (set WORKBENCH_DEBUG=1 for the trace)",
+                      markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INTERNAL) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.callback()
+def _root() -> None:
+    """MPTCP trace-replay workbench: captures -> path timelines -> scheduler replays -> metrics."""
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+@app.command()
+@_user_errors
+def inspect(
+    file: Annotated[Path, typer.Argument(help="capture (pcap/pcapng) or a tshark CSV export")],
+    peer: Annotated[Path | None, typer.Option(help="capture of the same session at the other end")] = None,
+    connection: Annotated[int | None, typer.Option("--connection", "-c",
+                                                   help="connection to detail (default: the busiest MPTCP one)")] = None,
+    path: Annotated[list[str] | None, typer.Option("--path", help="name a path by its client address: ADDR=NAME")] = None,
+    reader: Annotated[str, typer.Option(help="auto | native | tshark")] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
+) -> None:
+    """Connections, subflows, goodput, RTT, one-way delay and MPTCP out-of-order delay of a capture."""
+    from workbench.inspect import inspect_capture
+
+    if reader not in ("auto", "native", "tshark"):
+        raise InputError(None, f"--reader must be auto, native or tshark, not {reader!r}")
+    from workbench.capture import parse_path_names
+
+    report = inspect_capture(file, peer=peer, connection=connection, path_names=parse_path_names(path or []),
+                             reader=reader)
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
+        return
+    _print_inspect(report)
+
+
+def _print_inspect(r: dict[str, Any]) -> None:
+    src = r["source"] + (f"  +  peer {r['peer']}" if r.get("peer") else "")
+    out.print(f"[bold]{src}[/]  (reader: {r['reader']})")
+    t = Table(title="Connections", title_justify="left")
+    for col in ("conn", "kind", "version", "vantage", "subflows", "packets", "bytes s2c", "bytes c2s", "duration s"):
+        t.add_column(col, justify="right" if col not in ("kind", "vantage") else "left")
+    for c in r["connections"]:
+        t.add_row(str(c["conn"]), c["kind"], _fmt(c["version"]), c["vantage"], str(c["subflows"]), str(c["packets"]),
+                  str(c["bytes_s2c"]), str(c["bytes_c2s"]), _fmt(c["duration_s"], 3))
+    out.print(t)
+    d = r["detail"]
+    t = Table(title=f"Subflows of connection {d['conn']} (data {d['data_dir']})", title_justify="left")
+    for col in ("sf", "path", "client", "server", "join", "packets", "data bytes", "share", "duration s",
+                "RTT min ms", "RTT p50 ms", "retrans", "reinj"):
+        t.add_column(col, justify="left" if col in ("path", "client", "server") else "right")
+    for s in d["subflows"]:
+        t.add_row(str(s["subflow"]), s["path"], s["client"], s["server"], "yes" if s["join"] else "",
+                  str(s["packets"]), str(s["data_bytes"]), _fmt(s["share"], 3), _fmt(s["duration_s"], 3),
+                  _fmt(s["rtt_min_ms"]), _fmt(s["rtt_p50_ms"]), str(s["retrans"]), str(s["reinjections"]))
+    out.print(t)
+    m = d["metrics"]
+    out.print(f"goodput {_fmt(m.get('goodput_mbps'))} Mbit/s over {_fmt(m.get('completion_s'), 3)} s, "
+              f"{m.get('delivered_bytes')} bytes in order")
+    if m.get("ooo_n"):
+        out.print(f"MPTCP out-of-order delay over {m['ooo_n']} segments: mean {_fmt(m['ooo_mean_ms'])} ms, "
+                  f"p50 {_fmt(m['ooo_p50_ms'])}, p95 {_fmt(m['ooo_p95_ms'])}, p99 {_fmt(m['ooo_p99_ms'])}, "
+                  f"max {_fmt(m['ooo_max_ms'])} ms; {_fmt(100 * (m.get('ooo_fraction') or 0), 1)}% waited")
+    elif d.get("ooo_note"):
+        out.print(d["ooo_note"])
+    if d["owd"]:
+        t = Table(title="One-way delay (from the pair)", title_justify="left")
+        for col in ("path", "dir", "n", "min ms", "p50 ms", "p95 ms", "max ms"):
+            t.add_column(col, justify="left" if col in ("path", "dir") else "right")
+        for o in d["owd"]:
+            t.add_row(o["path"], o["dir"], str(o["n"]), _fmt(o["min_ms"], 3), _fmt(o["p50_ms"], 3),
+                      _fmt(o["p95_ms"], 3), _fmt(o["max_ms"], 3))
+        out.print(t)
+    for w in r["warnings"]:
+        out.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
