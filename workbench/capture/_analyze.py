@@ -182,34 +182,19 @@ def analyze(
         map_8=pl.when(pl.col("dss_dsn").is_not_null()).then(pl.col("dss_dsn8")).when(mpc_data).then(True),
         map_ssn=pl.when(pl.col("dss_dsn").is_not_null()).then(pl.col("dss_ssn"))
         .when(mpc_data).then(pl.lit(1, pl.UInt32)),
+        # The MP_CAPABLE data-level length can span later segments (a v1 client's first write split
+        # over several packets): the implicit mapping holds until the next DSS mapping (0 = open).
         map_dll=pl.when(pl.col("dss_dsn").is_not_null()).then(pl.col("dss_dll"))
-        .when(mpc_data).then(pl.col("payload_len").cast(pl.UInt16)),
+        .when(mpc_data).then(pl.lit(0, pl.UInt16)),
     )
-    fill = ["map_dsn", "map_8", "map_ssn", "map_dll"]
-    df = df.with_columns([pl.col(c).forward_fill().over("stream", "dir", order_by="frame") for c in fill])
-    offset = ((pl.col("rel_seq").cast(pl.Int64) - pl.col("map_ssn").cast(pl.Int64)) % _U32)
-    in_map = (pl.col("payload_len") > 0) & pl.col("map_dsn").is_not_null() & (
-        (pl.col("map_dll") == 0) | (offset < pl.col("map_dll").cast(pl.Int64)))
-    dsn_raw = (pl.col("map_dsn").cast(pl.Int128) + offset)
+    df = _place_in_mappings(df)
     df = df.with_columns(
-        dsn=pl.when(in_map).then(
-            pl.when(pl.col("map_8")).then(dsn_raw % (1 << 64)).otherwise(dsn_raw % _U32)
-        ).cast(pl.UInt64),
         data_ack=pl.when(pl.col("dss_data_ack").is_not_null() & pl.col("ack_base").is_not_null())
         .then(expand_dsn(pl.col("dss_data_ack"), pl.col("dss_ack8"), pl.col("ack_base"))),
     )
     df = _unwrap_32bit(df)
 
-    # Reinjection: the same DSN first seen on another subflow of the connection.
-    first_sub = (
-        df.filter(pl.col("dsn").is_not_null())
-        .sort("frame")
-        .group_by("conn", "dir", "dsn", maintain_order=True)
-        .agg(first_subflow=pl.col("subflow").first())
-    )
-    df = df.join(first_sub, on=["conn", "dir", "dsn"], how="left").with_columns(
-        is_reinject=pl.col("first_subflow").is_not_null() & (pl.col("first_subflow") != pl.col("subflow")),
-    )
+    df = _mark_reinjections(df)
 
     inferred, vwarn = _infer_vantage(df, conns, subflows)
     warnings += vwarn
@@ -233,6 +218,67 @@ def analyze(
     for c in conns:
         warnings += [f"connection {c.conn}: {w}" for w in c.warnings]
     return Analysis(events=events, connections=conns, subflows=subflows, vantage=inferred, warnings=warnings)
+
+
+def _mark_reinjections(df: pl.DataFrame) -> pl.DataFrame:
+    """`is_reinject`: part of the segment's DSN range was seen earlier on another subflow of the
+    connection (what Wireshark's mptcp.reinjection_of marks).
+
+    Per subflow, the first copies of its segments cover disjoint DSN ranges. For a segment s and
+    another subflow b, the only first copy of b that can overlap s without a fully contained one
+    overlapping too is the one with the largest start at or below s's last byte, so one as-of join
+    per (subflow, other subflow) decides it.
+    """
+    seg = df.filter(pl.col("dsn").is_not_null() & (pl.col("payload_len") > 0)).select(
+        "frame", "conn", "dir", "subflow", "t_ns", lo=pl.col("dsn").cast(pl.Int64),
+        hi=pl.col("dsn").cast(pl.Int64) + pl.col("payload_len").cast(pl.Int64))
+    if seg.is_empty():
+        return df.with_columns(is_reinject=pl.lit(False))
+    firsts = seg.sort("t_ns").unique(subset=["conn", "dir", "subflow", "lo"], keep="first")
+    hits = []
+    for other in seg["subflow"].unique().to_list():
+        theirs = (firsts.filter(pl.col("subflow") == other)
+                  .select("conn", "dir", o_lo="lo", o_hi="hi", o_t="t_ns").sort("o_lo"))
+        mine = seg.filter(pl.col("subflow") != other).with_columns(last=pl.col("hi") - 1).sort("last")
+        m = mine.join_asof(theirs, left_on="last", right_on="o_lo", by=["conn", "dir"], strategy="backward",
+                           check_sortedness=False)
+        hits.append(m.filter((pl.col("o_hi") > pl.col("lo")) & (pl.col("o_t") < pl.col("t_ns"))).select("frame"))
+    reinjected = pl.concat(hits).unique()
+    return df.with_columns(is_reinject=pl.col("frame").is_in(reinjected["frame"].implode()))
+
+
+def _place_in_mappings(df: pl.DataFrame) -> pl.DataFrame:
+    """DSN of each data segment from the DSS mapping whose subflow range [ssn, ssn + length) holds it.
+
+    A mapping is sent once or repeated on the segments it covers, and a retransmission can fall in an
+    older mapping than the last one seen, so the lookup is by range, not by recency: the mapping with
+    the largest start at or below the segment's relative sequence number, if it reaches that far. A
+    subflow range maps to one DSN range only (RFC 8684 §3.3.1), so repeated mappings agree.
+    """
+    maps = (
+        df.filter(pl.col("map_dsn").is_not_null())
+        .select("stream", "dir", map_start=pl.col("map_ssn").cast(pl.Int64), map_dsn=pl.col("map_dsn"),
+                map_8=pl.col("map_8"), map_dll=pl.col("map_dll"))
+        .unique(subset=["stream", "dir", "map_start"], keep="first", maintain_order=True)
+        .sort("map_start")
+    )
+    data = (
+        df.filter(pl.col("payload_len") > 0)
+        .select("frame", "stream", "dir", seq64=pl.col("rel_seq").cast(pl.Int64))
+        .sort("seq64")
+        .join_asof(maps, left_on="seq64", right_on="map_start", by=["stream", "dir"], strategy="backward",
+                   check_sortedness=False)
+    )
+    offset = pl.col("seq64") - pl.col("map_start")
+    in_map = pl.col("map_dsn").is_not_null() & ((pl.col("map_dll") == 0) | (offset < pl.col("map_dll").cast(pl.Int64)))
+    dsn_raw = pl.col("map_dsn").cast(pl.Int128) + offset
+    placed = data.select(
+        "frame",
+        dsn=pl.when(in_map).then(pl.when(pl.col("map_8")).then(dsn_raw % (1 << 64)).otherwise(dsn_raw % _U32))
+        .cast(pl.UInt64),
+        dsn_map8=pl.col("map_8"),
+    )
+    return df.drop("map_8").join(placed, on="frame", how="left").rename({"dsn_map8": "map_8"})
 
 
 def _unwrap_32bit(df: pl.DataFrame) -> pl.DataFrame:

@@ -91,9 +91,7 @@ def _read_uncached(path: Path, kind: str, reader: str) -> tuple[pl.DataFrame, st
     notes = []
     if stats.frames_truncated:
         notes.append(f"{stats.frames_truncated} TCP frames had headers cut by the snap length and were skipped")
-    if stats.frames_snapped:
-        notes.append(f"{stats.frames_snapped} frames carry less payload than on the wire (snap length); "
-                     "lengths come from the IP headers")
+    # Payload cut by the snap length is normal and harmless (lengths come from the IP headers): not noted.
     if getattr(stats, "mp_malformed", 0):
         notes.append(f"{stats.mp_malformed} packets with a malformed MPTCP option")
     return packets, "native", notes

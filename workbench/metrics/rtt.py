@@ -1,0 +1,192 @@
+"""Round-trip-time samples per subflow, and one-way-delay summaries per path.
+
+Two RTT estimators, both from a single host's observations (so they work on one capture, a capture
+pair or a replay without any clock alignment):
+
+* `rtt_timestamps` (RFC 7323 timestamps): at one host, a packet it sends with TSval = v at t, and the
+  first packet it receives after t on the same subflow whose TSecr == v. Only the earliest packet
+  carrying a given TSval is used (TSval ticks in ms, so several packets share one; later ones would
+  bias samples low).
+* `rtt_seq_ack` (classic seq/ack with Karn's rule, RFC 6298 §3): at the data sender, a segment's RTT is
+  the first cumulative ACK covering seq + len minus its send time; segments whose bytes were ever
+  retransmitted on that subflow are excluded because their ACK is ambiguous.
+
+Relative sequence numbers are taken as they are (no unwrapping past 4 GiB per subflow).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from workbench.metrics._common import ACK, check_columns, ms, select_conn, with_data_dir
+
+__all__ = [
+    "owd_summary",
+    "rtt_samples",
+    "rtt_seq_ack",
+    "rtt_summary",
+    "rtt_timestamps",
+]
+
+_RTT_SCHEMA: dict[str, pl.DataType] = {
+    "conn": pl.UInt32(), "subflow": pl.UInt32(), "path": pl.String(), "vantage": pl.String(),
+    "method": pl.String(), "t_ns": pl.Int64(), "rtt_ns": pl.Int64(),
+}
+
+# At the client host the client's own segments (c2s) are "snd" rows and the server's (s2c) are "rcv"
+# rows; at the server host the reverse. `vantage` names the host where both observations were made.
+_VANTAGE = (
+    pl.when((pl.col("dir") == "c2s") == (pl.col("point") == "snd"))
+    .then(pl.lit("client"))
+    .otherwise(pl.lit("server"))
+)
+
+
+def rtt_timestamps(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
+    """RTT samples from TCP timestamps echoes, per subflow and vantage host.
+
+    A sample: packet P sent by host H (``point == "snd"``) with ts_val = v, observed at t_P (the first
+    such packet for v on that subflow), and the first packet Q received by H (``point == "rcv"``,
+    opposite direction, same subflow) observed after t_P with ts_ecr == v; rtt = t_Q − t_P, stamped at
+    t_Q. It covers H → peer → H over the subflow's path, *including the peer's response delay* (delayed
+    ACK; for a pure ACK from H, the time until the peer next sends). At the client vantage this is the
+    RTT the client sees, at the server the one the server sees; a capture pair yields both.
+    Columns: conn, subflow, path, vantage ("client"/"server"), method ("ts"), t_ns, rtt_ns.
+    """
+    check_columns(events, ["t_ns", "conn", "subflow", "path", "dir", "point", "ts_val", "ts_ecr"])
+    ev = select_conn(events, conn).filter(pl.col("point") != "drop").with_columns(_VANTAGE.alias("vantage"))
+    sent = (
+        ev.filter((pl.col("point") == "snd") & pl.col("ts_val").is_not_null())
+        .group_by("conn", "subflow", "vantage", "ts_val")
+        .agg(pl.col("t_ns").min().alias("t_p"), pl.col("path").first())
+    )
+    echoed = ev.filter(
+        (pl.col("point") == "rcv") & pl.col("ts_ecr").is_not_null() & (pl.col("ts_ecr") != 0)
+    ).select("conn", "subflow", "vantage", pl.col("ts_ecr").alias("ts_val"), pl.col("t_ns").alias("t_q"))
+    out = (
+        sent.join(echoed, on=["conn", "subflow", "vantage", "ts_val"], how="inner")
+        .filter(pl.col("t_q") > pl.col("t_p"))
+        .group_by("conn", "subflow", "vantage", "ts_val")
+        .agg(pl.col("path").first(), pl.col("t_p").first(), pl.col("t_q").min())
+        .select("conn", "subflow", "path", "vantage", pl.lit("ts").alias("method"),
+                pl.col("t_q").alias("t_ns"), (pl.col("t_q") - pl.col("t_p")).alias("rtt_ns"))
+        .sort("conn", "subflow", "vantage", "t_ns")
+    )
+    return out.cast(_RTT_SCHEMA)  # type: ignore[arg-type]
+
+
+def rtt_seq_ack(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
+    """RTT samples from sequence/ACK numbers at the data sender, with Karn's rule.
+
+    Uses the sender's vantage: data-direction segments it sends (``point == "snd"``, payload > 0) and
+    ACKs it receives (opposite direction, ``point == "rcv"``, ACK flag). For each segment
+    [seq, seq + len) on a subflow that is not a retransmission and whose bytes were never
+    retransmitted on that subflow (no ``is_retrans`` segment overlaps it), rtt = time of the first ACK
+    with ack >= seq + len observed after the send − send time. It covers sender → receiver → sender,
+    including the receiver's delayed-ACK time. Needs the sender side (capture at the sender, pair,
+    replay); empty otherwise.
+    Columns: conn, subflow, path, vantage ("client" or "server", the sender), method ("seq"), t_ns
+    (the ACK), rtt_ns.
+    """
+    check_columns(events, ["t_ns", "conn", "subflow", "path", "dir", "point", "seq", "ack", "flags",
+                           "payload_bytes", "is_retrans"])
+    ev = with_data_dir(select_conn(events, conn)).with_columns(_VANTAGE.alias("vantage"))
+    data = ev.filter(pl.col("is_data_dir") & (pl.col("point") == "snd") & (pl.col("payload_bytes") > 0)).select(
+        "conn", "subflow", "path", "vantage", "t_ns",
+        pl.col("seq").cast(pl.Int64).alias("s"),
+        (pl.col("seq").cast(pl.Int64) + pl.col("payload_bytes").cast(pl.Int64)).alias("e"),
+        pl.col("is_retrans").fill_null(False).alias("retr"),
+    )
+    if data.height == 0:
+        return pl.DataFrame(schema=_RTT_SCHEMA)
+    keys = ["conn", "subflow"]
+    # Union of retransmitted ranges per subflow as disjoint intervals (sort by start; a new interval
+    # begins where the start exceeds every earlier end), so "does a segment overlap a retransmission"
+    # is one backward as-of join: the last merged interval starting before the segment's end.
+    merged = (
+        data.filter(pl.col("retr"))
+        .sort(*keys, "s")
+        .with_columns(pl.col("e").cum_max().shift(1).over(keys).alias("_prev_end"))
+        .with_columns((pl.col("_prev_end").is_null() | (pl.col("s") > pl.col("_prev_end")))
+                      .cum_sum().over(keys).alias("_grp"))
+        .group_by(*keys, "_grp")
+        .agg(pl.col("s").min().alias("r_s"), pl.col("e").max().alias("r_e"))
+        .select(*keys, "r_s", "r_e")
+        .sort(*keys, "r_s")
+    )
+    clean = data.filter(~pl.col("retr")).with_columns((pl.col("e") - 1).alias("_last"))
+    if merged.height:
+        clean = (
+            clean.sort(*keys, "_last")
+            .join_asof(merged, left_on="_last", right_on="r_s", by=keys, strategy="backward",
+                       check_sortedness=False)
+            .filter(pl.col("r_e").is_null() | (pl.col("r_e") <= pl.col("s")))
+        )
+    # A segment sent several times without the retransmission flag (e.g. duplicated rows) is also
+    # ambiguous: keep only ranges sent exactly once.
+    clean = clean.filter(pl.len().over(*keys, "s", "e") == 1)
+    acks = (
+        ev.filter(~pl.col("is_data_dir") & (pl.col("point") == "rcv")
+                  & ((pl.col("flags").cast(pl.Int32) & ACK) != 0))
+        .sort(*keys, "t_ns")
+        .select(*keys, "t_ns", pl.col("ack").cast(pl.Int64).cum_max().over(keys).alias("ack_max"))
+        .group_by(*keys, "ack_max")
+        .agg(pl.col("t_ns").min().alias("t_ack"))
+        .sort(*keys, "ack_max")
+    )
+    if acks.height == 0:
+        return pl.DataFrame(schema=_RTT_SCHEMA)
+    out = (
+        clean.sort(*keys, "e")
+        .join_asof(acks, left_on="e", right_on="ack_max", by=keys, strategy="forward",
+                   check_sortedness=False)
+        .filter(pl.col("t_ack").is_not_null() & (pl.col("t_ack") > pl.col("t_ns")))
+        .select("conn", "subflow", "path", "vantage", pl.lit("seq").alias("method"),
+                pl.col("t_ack").alias("t_ns"), (pl.col("t_ack") - pl.col("t_ns")).alias("rtt_ns"))
+        .sort("conn", "subflow", "t_ns")
+    )
+    return out.cast(_RTT_SCHEMA)  # type: ignore[arg-type]
+
+
+def rtt_samples(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
+    """Both estimators' samples stacked (column ``method`` = "ts" or "seq")."""
+    return pl.concat([rtt_timestamps(events, conn), rtt_seq_ack(events, conn)])
+
+
+def rtt_summary(samples: pl.DataFrame, by: tuple[str, ...] = ("conn", "path", "subflow", "method")) -> pl.DataFrame:
+    """Summary of RTT samples (from `rtt_timestamps`, `rtt_seq_ack` or `rtt_samples`) grouped by
+    ``by``: n, rtt_min_ms, rtt_p50_ms, rtt_mean_ms, rtt_p95_ms, rtt_max_ms."""
+    r = ms(pl.col("rtt_ns"))
+    return (
+        samples.group_by(*by)
+        .agg(
+            pl.len().cast(pl.Int64).alias("n"),
+            r.min().alias("rtt_min_ms"),
+            r.quantile(0.5, "linear").alias("rtt_p50_ms"),
+            r.mean().alias("rtt_mean_ms"),
+            r.quantile(0.95, "linear").alias("rtt_p95_ms"),
+            r.max().alias("rtt_max_ms"),
+        )
+        .sort(*by)
+    )
+
+
+def owd_summary(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
+    """One-way delay per connection, path and direction, from ``owd_ns`` of the rows that carry it
+    (receiver-side rows of a capture pair or a replay). Columns: conn, path, dir, n, owd_min_ms,
+    owd_p50_ms, owd_p95_ms, owd_max_ms. Empty when no row has an OWD."""
+    check_columns(events, ["conn", "path", "dir", "owd_ns"])
+    d = ms(pl.col("owd_ns"))
+    return (
+        select_conn(events, conn)
+        .filter(pl.col("owd_ns").is_not_null())
+        .group_by("conn", "path", "dir")
+        .agg(
+            pl.len().cast(pl.Int64).alias("n"),
+            d.min().alias("owd_min_ms"),
+            d.quantile(0.5, "linear").alias("owd_p50_ms"),
+            d.quantile(0.95, "linear").alias("owd_p95_ms"),
+            d.max().alias("owd_max_ms"),
+        )
+        .sort("conn", "path", "dir")
+    )
