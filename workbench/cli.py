@@ -121,8 +121,11 @@ def _print_inspect(r: dict[str, Any]) -> None:
                   _fmt(s["rtt_min_ms"]), _fmt(s["rtt_p50_ms"]), str(s["retrans"]), str(s["reinjections"]))
     out.print(t)
     m = d["metrics"]
-    out.print(f"goodput {_fmt(m.get('goodput_mbps'))} Mbit/s over {_fmt(m.get('completion_s'), 3)} s, "
-              f"{m.get('delivered_bytes')} bytes in order")
+    if m.get("delivered_bytes"):
+        out.print(f"goodput {_fmt(m.get('goodput_mbps'))} Mbit/s over {_fmt(m.get('completion_s'), 3)} s, "
+                  f"{m.get('delivered_bytes')} bytes delivered in order")
+    else:
+        out.print("no data delivered in order (no mapped data segments seen at the receiver)")
     if m.get("ooo_n"):
         out.print(f"MPTCP out-of-order delay over {m['ooo_n']} segments: mean {_fmt(m['ooo_mean_ms'])} ms, "
                   f"p50 {_fmt(m['ooo_p50_ms'])}, p95 {_fmt(m['ooo_p95_ms'])}, p99 {_fmt(m['ooo_p99_ms'])}, "

@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from workbench.capture import Capture, load
+from workbench.capture._csvexport import group_csv_exports, is_csv_export
 from workbench.errors import InputError
 from workbench.metrics import summarize
 from workbench.metrics.rtt import owd_summary, rtt_samples, rtt_summary
@@ -21,8 +22,15 @@ def inspect_capture(
     file: str | Path, *, peer: str | Path | None = None, connection: int | None = None,
     path_names: dict[str, str] | None = None, reader: str = "auto",
 ) -> dict[str, Any]:
-    """Load a capture (and its peer) and describe it; see `inspect_loaded`."""
-    return inspect_loaded(load(file, peer=peer, path_names=path_names, reader=reader), connection=connection)
+    """Load a capture (and its peer) and describe it; see `inspect_loaded`. A tshark CSV export of
+    one subflow is loaded together with the other subflows' files of its connection beside it."""
+    source: Path | list[Path] = Path(file)
+    if is_csv_export(source):
+        if peer is not None:
+            raise InputError(file, "--peer works with pcap/pcapng captures, not CSV exports")
+        siblings = [p for p in source.parent.iterdir() if p.is_file() and p.suffix == source.suffix]
+        source = next(g for g in group_csv_exports(siblings) if source in g)
+    return inspect_loaded(load(source, peer=peer, path_names=path_names, reader=reader), connection=connection)
 
 
 def inspect_loaded(cap: Capture, *, connection: int | None = None) -> dict[str, Any]:

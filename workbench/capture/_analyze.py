@@ -180,11 +180,14 @@ def analyze(
         .then(expand_dsn(pl.col("dss_dsn"), pl.col("dss_dsn8"), pl.col("base")))
         .when(mpc_data).then(pl.lit(0, pl.UInt64)),  # RFC 8684 §3.1: data on the MP_CAPABLE ACK starts at IDSN+1
         map_8=pl.when(pl.col("dss_dsn").is_not_null()).then(pl.col("dss_dsn8")).when(mpc_data).then(True),
-        map_ssn=pl.when(pl.col("dss_dsn").is_not_null()).then(pl.col("dss_ssn"))
+        # Exports that keep the DSN but not the subflow sequence number or length (tshark CSVs of
+        # measurement studies): the mapping is taken to be the packet itself, as Linux sends it.
+        map_ssn=pl.when(pl.col("dss_dsn").is_not_null()).then(pl.coalesce("dss_ssn", "rel_seq"))
         .when(mpc_data).then(pl.lit(1, pl.UInt32)),
         # The MP_CAPABLE data-level length can span later segments (a v1 client's first write split
         # over several packets): the implicit mapping holds until the next DSS mapping (0 = open).
-        map_dll=pl.when(pl.col("dss_dsn").is_not_null()).then(pl.col("dss_dll"))
+        map_dll=pl.when(pl.col("dss_dsn").is_not_null())
+        .then(pl.coalesce("dss_dll", pl.col("payload_len").cast(pl.UInt16)))
         .when(mpc_data).then(pl.lit(0, pl.UInt16)),
     )
     df = _place_in_mappings(df)
@@ -194,6 +197,17 @@ def analyze(
     )
     df = _unwrap_32bit(df)
 
+    # A relative DSN this far from its base is corruption (no transfer reaches 2^62 bytes): drop it so
+    # that metrics can count bytes in signed 64-bit arithmetic.
+    absurd = 1 << 62
+    n_absurd = df.filter((pl.col("dsn") >= absurd) | (pl.col("data_ack") >= absurd)).height
+    if n_absurd:
+        warnings.append(f"{n_absurd} packets carry data sequence numbers outside their connection's data "
+                        "sequence space (corrupt options?); their DSN/DATA_ACK is ignored")
+        df = df.with_columns(
+            dsn=pl.when(pl.col("dsn") < absurd).then(pl.col("dsn")),
+            data_ack=pl.when(pl.col("data_ack") < absurd).then(pl.col("data_ack")),
+        )
     df = _mark_reinjections(df)
 
     inferred, vwarn = _infer_vantage(df, conns, subflows)

@@ -89,10 +89,12 @@ def _read_uncached(path: Path, kind: str, reader: str) -> tuple[pl.DataFrame, st
             raise InputError(path, f"{e.problem}, and tshark (the fallback reader) is not installed") from None
         return read_tshark(path), "tshark", [f"{e.problem}: read with tshark instead"]
     notes = []
+    if stats.stop_reason:
+        notes.append(f"read stopped early, the rest of the file is damaged or cut off: {stats.stop_reason}")
     if stats.frames_truncated:
         notes.append(f"{stats.frames_truncated} TCP frames had headers cut by the snap length and were skipped")
     # Payload cut by the snap length is normal and harmless (lengths come from the IP headers): not noted.
-    if getattr(stats, "mp_malformed", 0):
+    if stats.mp_malformed:
         notes.append(f"{stats.mp_malformed} packets with a malformed MPTCP option")
     return packets, "native", notes
 
