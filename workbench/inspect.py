@@ -12,7 +12,7 @@ from workbench.capture import Capture, load
 from workbench.capture._csvexport import group_csv_exports, is_csv_export
 from workbench.errors import InputError
 from workbench.metrics import summarize
-from workbench.metrics.rtt import owd_summary, rtt_samples, rtt_summary
+from workbench.metrics.rtt import best_rtt_samples, owd_summary, rtt_summary
 from workbench.metrics.throughput import path_stats
 
 __all__ = ["inspect_capture", "inspect_loaded"]
@@ -40,7 +40,7 @@ def inspect_loaded(cap: Capture, *, connection: int | None = None) -> dict[str, 
     ev = cap.connection(conn)
     metrics = summarize(ev, conn=conn)
     per_path = {r["path"]: r for r in path_stats(ev).iter_rows(named=True)}
-    rtts = {(r["subflow"]): r for r in rtt_summary(_best_rtt(ev), by=("subflow",)).iter_rows(named=True)}
+    rtts = {(r["subflow"]): r for r in rtt_summary(best_rtt_samples(ev), by=("subflow",)).iter_rows(named=True)}
     data_dir = metrics["data_dir"]
     sf_rows = []
     sfs = cap.subflows.filter(pl.col("conn") == conn)
@@ -88,9 +88,3 @@ def _is_mptcp(cap: Capture, conn: int) -> bool:
     if row.is_empty():
         raise InputError(cap.source, f"no connection {conn}")
     return bool(row["is_mptcp"][0])
-
-
-def _best_rtt(ev: pl.DataFrame) -> pl.DataFrame:
-    """Seq/ack samples (Karn) where the data sender was observed, else timestamp samples."""
-    rs = rtt_samples(ev)
-    return rs.filter(pl.col("method") == "seq") if (rs["method"] == "seq").any() else rs

@@ -29,7 +29,15 @@ from workbench.metrics.burst import (
     send_bursts,
 )
 from workbench.metrics.ooo import ooo_cdf, ooo_queue_series, ooo_segments, ooo_summary
-from workbench.metrics.rtt import owd_summary, rtt_samples, rtt_seq_ack, rtt_summary, rtt_timestamps
+from workbench.metrics.rtt import (
+    best_rtt_samples,
+    owd_summary,
+    rtt_handshake,
+    rtt_samples,
+    rtt_seq_ack,
+    rtt_summary,
+    rtt_timestamps,
+)
 from workbench.metrics.summary import Summary, main_connection, summarize
 from workbench.metrics.throughput import (
     DEFAULT_BIN_NS,
@@ -47,6 +55,7 @@ __all__ = [
     "aggregation_benefit",
     "app_delay",
     "app_delay_summary",
+    "best_rtt_samples",
     "buffer_series",
     "buffer_summary",
     "burst_summary",
@@ -64,6 +73,7 @@ __all__ = [
     "ooo_summary",
     "owd_summary",
     "path_stats",
+    "rtt_handshake",
     "rtt_samples",
     "rtt_seq_ack",
     "rtt_summary",

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from workbench.metrics._common import ACK, check_columns, ms, select_conn, with_data_dir
+from workbench.metrics._common import ACK, SYN, check_columns, ms, select_conn, with_data_dir
 
 __all__ = [
+    "best_rtt_samples",
     "owd_summary",
+    "rtt_handshake",
     "rtt_samples",
     "rtt_seq_ack",
     "rtt_summary",
@@ -148,9 +150,61 @@ def rtt_seq_ack(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     return out.cast(_RTT_SCHEMA)  # type: ignore[arg-type]
 
 
+def rtt_handshake(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
+    """One RTT sample per subflow from its three-way handshake, at whichever host was observed.
+
+    At the host that sent the SYN: SYN -> SYN/ACK. At the host that answered: SYN/ACK -> the first
+    ACK after it. Neither side's stack delays these, so this is close to the path's base RTT; it is
+    the only estimate for a receiver-side capture without TCP timestamps (e.g. tshark CSV exports).
+    Retransmitted SYNs would make the sample ambiguous (Karn): the subflow then gives none.
+    Columns as `rtt_timestamps`, method "hs".
+    """
+    check_columns(events, ["t_ns", "conn", "subflow", "path", "dir", "point", "flags"])
+    ev = select_conn(events, conn).filter(pl.col("point") != "drop").with_columns(_VANTAGE.alias("vantage"))
+    flags = pl.col("flags").cast(pl.Int32)
+    is_syn = ((flags & SYN) != 0) & ((flags & ACK) == 0)
+    is_synack = ((flags & SYN) != 0) & ((flags & ACK) != 0)
+    keys = ["conn", "subflow", "vantage"]
+    per = ev.group_by(keys).agg(
+        pl.col("path").first(),
+        pl.col("t_ns").filter(is_syn & (pl.col("point") == "snd")).min().alias("syn_out"),
+        pl.col("t_ns").filter(is_syn & (pl.col("point") == "snd")).len().alias("n_syn"),
+        pl.col("t_ns").filter(is_synack & (pl.col("point") == "rcv")).min().alias("synack_in"),
+        pl.col("t_ns").filter(is_synack & (pl.col("point") == "snd")).min().alias("synack_out"),
+        pl.col("t_ns").filter(is_synack & (pl.col("point") == "snd")).len().alias("n_synack"),
+        pl.col("t_ns").filter(~is_syn & ~is_synack & ((flags & ACK) != 0) & (pl.col("point") == "rcv"))
+        .alias("acks_in"),
+    )
+    opener = per.filter((pl.col("n_syn") == 1) & pl.col("synack_in").is_not_null()).select(
+        *keys, "path", t_ns=pl.col("synack_in"), rtt_ns=pl.col("synack_in") - pl.col("syn_out"))
+    # At the answering host: its SYN/ACK out, then the first ACK in after it.
+    responder = (
+        per.filter((pl.col("n_synack") == 1) & pl.col("syn_out").is_null())
+        .explode("acks_in")
+        .filter(pl.col("acks_in") > pl.col("synack_out"))
+        .group_by(keys)
+        .agg(pl.col("path").first(), pl.col("synack_out").first(), pl.col("acks_in").min().alias("t_ns"))
+        .select(*keys, "path", "t_ns", rtt_ns=pl.col("t_ns") - pl.col("synack_out"))
+    )
+    out = pl.concat([opener, responder]).filter(pl.col("rtt_ns") > 0).select(
+        "conn", "subflow", "path", "vantage", pl.lit("hs").alias("method"), "t_ns", "rtt_ns")
+    return out.cast(_RTT_SCHEMA).sort("conn", "subflow", "vantage")  # type: ignore[arg-type]
+
+
 def rtt_samples(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
-    """Both estimators' samples stacked (column ``method`` = "ts" or "seq")."""
-    return pl.concat([rtt_timestamps(events, conn), rtt_seq_ack(events, conn)])
+    """All estimators' samples stacked (column ``method`` = "ts", "seq" or "hs")."""
+    return pl.concat([rtt_timestamps(events, conn), rtt_seq_ack(events, conn), rtt_handshake(events, conn)])
+
+
+def best_rtt_samples(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
+    """The samples of the best estimator available: seq/ack with Karn's rule where the data sender
+    was observed, else TCP timestamps, else the handshakes. Column ``method`` says which."""
+    rs = rtt_samples(events, conn)
+    for method in ("seq", "ts", "hs"):
+        chosen = rs.filter(pl.col("method") == method)
+        if chosen.height:
+            return chosen
+    return rs
 
 
 def rtt_summary(samples: pl.DataFrame, by: tuple[str, ...] = ("conn", "path", "subflow", "method")) -> pl.DataFrame:

@@ -11,7 +11,7 @@ from workbench.metrics._common import data_directions, select_conn, start_times
 from workbench.metrics.buffers import buffer_summary
 from workbench.metrics.burst import burst_summary, burstiness, send_bursts
 from workbench.metrics.ooo import _segments_all, queue_from_segments, summarize_segments
-from workbench.metrics.rtt import owd_summary, rtt_samples, rtt_summary
+from workbench.metrics.rtt import best_rtt_samples, owd_summary, rtt_summary
 from workbench.metrics.throughput import app_delay_from_segments, goodput_from_segments, path_stats
 
 __all__ = ["Summary", "main_connection", "summarize"]
@@ -104,11 +104,11 @@ def summarize(events: pl.DataFrame, samples: pl.DataFrame | None = None, *, conn
         out[f"retrans_{name}"] = p["retrans"]
         out[f"reinjections_{name}"] = p["reinjections"]
 
-    rs = rtt_samples(ev)
-    method = "seq" if (rs["method"] == "seq").any() else ("ts" if rs.height else None)
+    rs = best_rtt_samples(ev)
+    method = rs["method"][0] if rs.height else None
     out["rtt_method"] = method
     if method is not None:
-        for r in rtt_summary(rs.filter(pl.col("method") == method), by=("path",)).iter_rows(named=True):
+        for r in rtt_summary(rs, by=("path",)).iter_rows(named=True):
             for stat in ("min", "p50", "mean", "p95"):
                 out[f"rtt_{stat}_ms_{r['path']}"] = _f(r[f"rtt_{stat}_ms"])
 
