@@ -99,7 +99,7 @@ PACKET_EVENTS: dict[str, pl.DataType] = {
     "conn": pl.UInt32(),           # MPTCP connection index within the input (0-based)
     "subflow": pl.UInt32(),        # subflow index within the connection (0 = initial subflow)
     "path": pl.String(),           # path label ("wifi", "lte", or the client address by default)
-    "dir": pl.Enum(["c2s", "s2c"]),  # direction: client->server or server->client (client = SYN sender)
+    "dir": pl.Enum(["c2s", "s2c"]),  # client->server or server->client (client = opener of the MPTCP connection)
     "point": pl.Enum(EVENT_POINTS),  # observation point, see EVENT_POINTS
     "seq": pl.UInt32(),            # subflow sequence number relative to this direction's ISN (SYN = 0)
     "ack": pl.UInt32(),            # relative to the other direction's ISN; 0 when no ACK flag
