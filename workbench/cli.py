@@ -144,6 +144,73 @@ def _print_inspect(r: dict[str, Any]) -> None:
         out.print(f"[yellow]warning:[/] {w}", highlight=False)
 
 
+def parse_duration_ns(text: str) -> int:
+    """"100ms", "1.5s", "250us", "30" (seconds) -> nanoseconds."""
+    units = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "min": 60_000_000_000}
+    t = text.strip()
+    for unit in sorted(units, key=len, reverse=True):
+        if t.endswith(unit):
+            number, scale = t[: -len(unit)], units[unit]
+            break
+    else:
+        number, scale = t, units["s"]
+    try:
+        value = float(number)
+    except ValueError:
+        raise InputError(None, f"not a duration: {text!r} (examples: 100ms, 1.5s, 30)") from None
+    if value <= 0:
+        raise InputError(None, f"a duration must be positive, got {text!r}")
+    return round(value * scale)
+
+
+@app.command()
+@_user_errors
+def timeline(
+    inputs: Annotated[list[Path], typer.Argument(help="captures, CSV exports, scenario, mahimahi, rate, "
+                                                      "multi-path CSV, ping or saved timeline files")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="where to save: .parquet, .csv or .json")],
+    peer: Annotated[Path | None, typer.Option(help="capture at the other end (with one capture)")] = None,
+    bin: Annotated[str, typer.Option("--bin", help="bin size for estimation and binning")] = "100ms",
+    html: Annotated[Path | None, typer.Option(help="also write an interactive figure (self-contained HTML)")] = None,
+    path: Annotated[list[str] | None, typer.Option("--path", help="name a path by its client address: ADDR=NAME")] = None,
+    kind: Annotated[str, typer.Option(help="what rate files hold: capacity | throughput")] = "capacity",
+) -> None:
+    """Path timelines (capacity, one-way delay, loss, buffer per path) from captures or trace files."""
+    from workbench._files import write_atomic
+    from workbench.capture import parse_path_names
+    from workbench.timeline import open_timelines, save_timelines
+
+    if kind not in ("capacity", "throughput"):
+        raise InputError(None, f"--kind must be capacity or throughput, not {kind!r}")
+    if output.suffix.lower() not in (".parquet", ".csv", ".json"):
+        raise InputError(output, "the output must end in .parquet, .csv or .json")
+    tls = open_timelines(inputs, peer=peer, bin_ns=parse_duration_ns(bin),
+                         path_names=parse_path_names(path or []), kind=kind)  # type: ignore[arg-type]
+    save_timelines(tls, output)
+    if html is not None:
+        from workbench.timeline import timeline_figure
+
+        write_atomic(html, timeline_figure(tls).to_html(include_plotlyjs=True, full_html=True))
+    _print_timelines(tls)
+    out.print(f"saved {len(tls)} path(s) to {output}" + (f", figure in {html}" if html else ""))
+
+
+def _print_timelines(tls: Any) -> None:
+    t = Table(title="Paths", title_justify="left")
+    for col in ("path", "kind", "duration s", "capacity down Mbit/s", "OWD down ms", "OWD up ms", "loss down",
+                "buffer down B", "source"):
+        t.add_column(col, justify="left" if col in ("path", "kind", "source") else "right")
+    for name, tl in tls.items():
+        cap = tl.mean("capacity_down_bps")
+        owd_d, owd_u = tl.mean("owd_down_ns"), tl.mean("owd_up_ns")
+        loss = tl.mean("loss_down")
+        t.add_row(name, tl.kind, _fmt(tl.duration_ns / 1e9 if tl.duration_ns else None, 1),
+                  _fmt(cap / 1e6 if cap is not None else None), _fmt(owd_d / 1e6 if owd_d is not None else None),
+                  _fmt(owd_u / 1e6 if owd_u is not None else None), _fmt(loss, 4),
+                  _fmt(tl.buffer_down_bytes), tl.source[:60])
+    out.print(t)
+
+
 def main() -> None:
     app()
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
+from workbench._files import write_atomic
 from workbench.capture.schema import PACKETS
 from workbench.errors import InputError
 
@@ -125,17 +125,13 @@ def read_packets(path: str | Path, *, reader: str = "auto", use_cache: bool = Tr
 
 
 def _write_atomic(target: Path, df: pl.DataFrame, notes: list[str]) -> None:
-    """Write to a temporary file in the same folder and rename: a reader never sees half a table."""
+    """Cache entry: the notes first, then the table, each written atomically."""
+    import io
+
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        for dest, write in ((target.with_suffix(".notes"), lambda f: Path(f).write_text("\n".join(notes))),
-                            (target, lambda f: df.write_parquet(f))):
-            fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-            os.close(fd)
-            try:
-                write(tmp)
-                os.replace(tmp, dest)
-            finally:
-                Path(tmp).unlink(missing_ok=True)
+        buf = io.BytesIO()
+        df.write_parquet(buf)
+        write_atomic(target.with_suffix(".notes"), "\n".join(notes))
+        write_atomic(target, buf.getvalue())
     except OSError:
         pass  # caching is an optimisation: a read-only home must not break analysis

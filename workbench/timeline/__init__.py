@@ -27,6 +27,7 @@ from workbench.timeline.importers import (
 )
 from workbench.timeline.importers.scenario import read_scenario, scenario_timelines
 from workbench.timeline.io import load_timelines, save_timelines
+from workbench.timeline.open import open_timelines, sniff_timeline_input
 from workbench.timeline.model import (
     KINDS,
     QUANTITIES,
@@ -67,6 +68,7 @@ __all__ = [
     "estimate_timelines",
     "fill_unknown",
     "load_timelines",
+    "open_timelines",
     "mahimahi_bins",
     "parse_ping_log",
     "read_5gophers",
@@ -83,6 +85,7 @@ __all__ = [
     "set_buffer",
     "set_loss",
     "shift",
+    "sniff_timeline_input",
     "step_series",
     "steps_from_series",
     "swap_primary",
