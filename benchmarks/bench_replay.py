@@ -1,0 +1,59 @@
+"""Replay engine speed: 2 paths (30 Mbit/s / 10 ms and 10 Mbit/s / 40 ms one-way), 60 s bulk, minRTT.
+
+Prints simulated data packets per second of wall time and the speed-up over real time (goal >= 20x
+on the 2-core dev machine), with and without the recorder, and CPU time (the dev machine is shared,
+so wall time is noisy).
+
+    .venv/bin/python benchmarks/bench_replay.py [--seconds 60] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+from workbench.replay import Bulk, PathConfig, run_replay
+from workbench.schedulers import get
+
+
+def paths() -> list[PathConfig]:
+    return [PathConfig.constant("wifi", rate_bps=30e6, owd_ns=10_000_000, buffer_bytes=150_000),
+            PathConfig.constant("lte", rate_bps=10e6, owd_ns=40_000_000, buffer_bytes=150_000)]
+
+
+def bench(seconds: float, *, record: bool, scheduler: str) -> None:
+    dur_ns = int(seconds * 1e9)
+    w0, c0 = time.perf_counter(), time.process_time()
+    r = run_replay(paths(), get(scheduler), workload=Bulk(), duration_ns=dur_ns, record=record)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    n = r.summary["data_packets_sent"]
+    print(f"{scheduler:10s} record={record!s:5s}  {n} data pkts, {r.summary['events']} events, "
+          f"goodput {r.goodput_bps / 1e6:.2f} Mbit/s | wall {wall:.2f} s: {n / wall:,.0f} pkts/s, "
+          f"{seconds / wall:.1f}x real time | cpu {cpu:.2f} s: {seconds / cpu:.1f}x")
+    if record:
+        t0 = time.perf_counter()
+        ev = r.events
+        print(f"           tables: {ev.height} PacketEvents rows in {time.perf_counter() - t0:.2f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--scheduler", default="minrtt")
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args()
+    if a.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        run_replay(paths(), get(a.scheduler), workload=Bulk(), duration_ns=int(a.seconds * 1e9))
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+        return
+    bench(a.seconds, record=False, scheduler=a.scheduler)
+    bench(a.seconds, record=True, scheduler=a.scheduler)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Replay vs. the real kernel: lab runs c01/c03/c05/c07 (Linux 6.18 upstream MPTCP, default scheduler,
+CUBIC) replayed with their configured rates/delays/buffers and the upstream-default model. Goodput and
+per-path byte share must be within 10 % of what the captures measured (results.json)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from workbench.replay.scenario import lab_scenario
+
+LAB = Path("/work/shared/traces/lab")
+# When the client's path manager sent the MP_JOIN, after it had the initial SYN-ACK: from the join
+# SYN's time in each server.pcap (t_syn2 - owd_lte - owd_wifi). The upstream PM does not join at once.
+JOIN_DELAY_MS = {"c01": 101.4, "c03": 21.3, "c05": 121.8, "c07": 101.4}
+
+
+def lab_replay(name: str):
+    sc = lab_scenario(LAB / name / "results.json")  # upstream default scheduler, CUBIC, upstream receiver
+    sc.conn = replace(sc.conn, join_delay_ns=int(JOIN_DELAY_MS[name] * 1e6))
+    r = sc.run(duration_ns=30_000_000_000)
+    return r, json.loads((LAB / name / "results.json").read_text())["measured"]["summary"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LAB.exists(), reason="shared lab traces not available")
+@pytest.mark.parametrize("name", ["c01", "c03", "c05", "c07"])
+def test_upstream_model_matches_kernel_goodput_and_shares(name: str) -> None:
+    r, m = lab_replay(name)
+    assert r.summary["completed"]
+    rcv = r.events.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c"))
+    by_path = dict(rcv.group_by("path").agg(pl.col("payload_bytes").sum()).iter_rows())
+    share_wifi = by_path["wifi"] / (by_path["wifi"] + by_path["lte"])
+    goodput_mbps = r.summary["delivered_bytes"] * 8e3 / r.summary["last_delivery_ns"]
+    assert goodput_mbps == pytest.approx(m["goodput_mbps"], rel=0.10)
+    assert share_wifi == pytest.approx(m["share_path1"], rel=0.10)
+    assert 1 - share_wifi == pytest.approx(m["share_path2"], rel=0.10)

@@ -1,0 +1,499 @@
+"""The MPTCP connection: meta-level sender (server) and receiver (client) of a download.
+
+Sender (out-of-tree ``mptcp_write_xmit`` structure, SCHEDULERS.md §0):
+
+* The application writes into a send buffer of ``send_buf_bytes`` (bytes written and not yet
+  DATA_ACKed). Writes are cut into meta segments of at most one MSS (an unsent short tail is topped
+  up by the next write, like TCP coalescing); each has a 64-bit DSN (relative, first byte = 0), a
+  length, a path mask (which subflows carried it) and a sent flag. Segments can be sent out of order
+  (STMS), so "unsent" is a flag, and ``head`` is the lowest unsent segment.
+* ``push`` asks the scheduler for decisions until it returns None and hands segments to subflows
+  (entail), which send them as their cwnd allows. New data must pass the MPTCP-level window test
+  (first MSS ends before ``wnd_end``); copies (reinjections, opportunistic retransmissions) do not.
+* DATA_ACK: every ACK on any subflow carries the receiver's in-order point and its window; snd_una
+  and the right window edge ``wnd_end = max(wnd_end, data_ack + rwnd)`` only move forward.
+* Reinjection queue (sorted, de-duplicated): filled by a subflow RTO (out-of-tree: every not yet
+  DATA_ACKed segment of that subflow's queue, and the subflow becomes ``pf``) and by the meta RTO
+  (oldest unacked segment; meta RTO = factor × max subflow RTO, exponential back-off).
+
+Receiver: one meta receive buffer shared by all subflows; the application reads in-order data at
+once, so occupancy is the connection-level out-of-order queue, and the window advertised on every
+subflow ACK is ``rcv_buf_bytes - ooo_bytes`` relative to the DATA_ACK (§0.6 / §13).
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from workbench.replay.events import EventLoop, Timer
+from workbench.replay.tcp import CA_OPEN, F_REINJ, SubflowSender
+
+if TYPE_CHECKING:
+    from workbench.replay.recorder import Recorder
+    from workbench.replay.workload import Workload
+    from workbench.schedulers.base import Scheduler
+
+__all__ = ["ConnReceiver", "Connection", "ConnectionConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectionConfig:
+    """Connection settings of a replay. Sizes in payload bytes, times in ns.
+
+    ``mss_bytes`` 1424 and ``header_bytes`` 90 are what the lab captures show for Linux MPTCP over a
+    1500-byte MTU (Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12 + DSS 24); the single-path baseline
+    uses 1448 / 66. ``rcv_buf_bytes`` is the receive window the client can advertise at most (Linux
+    autotuning up to tcp_rmem[2] is not modelled: the buffer is this size from the start).
+    ``quickack_on_meta_ooo`` is the out-of-tree receiver behaviour (upstream: False).
+    ``reinject_on_subflow_rto`` None = follow the scheduler's kernel family.
+    ``join_delay_ns``: extra time between the client getting the initial SYN-ACK and sending its
+    MP_JOINs (the upstream path manager took 21-122 ms in the lab captures).
+    ``send_buf_bytes=None`` = upstream autotuning: the MPTCP socket's send buffer is the sum of its
+    subflows' autotuned send buffers (each ~3 x largest cwnd in segments, capped at 4 MiB).
+    """
+
+    mss_bytes: int = 1424
+    header_bytes: int = 90
+    ack_bytes: int = 78
+    send_buf_bytes: int | None = 4 * 1024 * 1024
+    rcv_buf_bytes: int = 6 * 1024 * 1024
+    cc: str = "cubic"
+    hystart: bool = True
+    init_cwnd: int = 10
+    rto_min_ns: int = 200_000_000
+    delayed_ack: bool = True
+    delack_ns: int = 40_000_000
+    quickack_on_meta_ooo: bool = True
+    reinject_on_subflow_rto: bool | None = None
+    handshake: bool = True
+    join_delay_ns: int = 0
+    sample_interval_ns: int = 10_000_000
+    backup: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for k in ("mss_bytes", "rcv_buf_bytes", "init_cwnd"):
+            if getattr(self, k) <= 0:
+                raise ValueError(f"ConnectionConfig.{k} must be > 0")
+        if self.send_buf_bytes is not None and self.send_buf_bytes < self.mss_bytes:
+            raise ValueError("ConnectionConfig.send_buf_bytes must hold at least one MSS")
+
+    @classmethod
+    def single_path_tcp(cls, base: ConnectionConfig | None = None) -> ConnectionConfig:
+        """Plain TCP on one path: no DSS option (MSS 1448, headers 66, ACK 66)."""
+        from dataclasses import replace
+        b = base or cls()
+        return replace(b, mss_bytes=b.mss_bytes + 24, header_bytes=b.header_bytes - 24,
+                       ack_bytes=b.ack_bytes - 12, cc="cubic" if b.cc in ("lia", "olia") else b.cc)
+
+
+class ConnReceiver:
+    """Client-side meta socket: in-order point, OOO queue, shared receive window."""
+
+    __slots__ = ("delivered_t_ns", "max_ooo_bytes", "ooo", "ooo_bytes", "rcv_buf_bytes", "rcv_nxt")
+
+    def __init__(self, rcv_buf_bytes: int) -> None:
+        self.rcv_buf_bytes = rcv_buf_bytes
+        self.rcv_nxt = 0
+        self.ooo: dict[int, int] = {}
+        self.ooo_bytes = 0
+        self.max_ooo_bytes = 0
+        self.delivered_t_ns = 0  # when rcv_nxt last advanced
+
+    def deliver(self, dsn: int, plen: int, now: int) -> bool:
+        """Data handed up in subflow order; returns True when it went to the OOO queue."""
+        nxt = self.rcv_nxt
+        if dsn == nxt:
+            nxt = dsn + plen
+            ooo = self.ooo
+            if ooo:
+                while nxt in ooo:
+                    e = ooo.pop(nxt)
+                    self.ooo_bytes -= e - nxt
+                    nxt = e
+            self.rcv_nxt = nxt
+            self.delivered_t_ns = now
+            return False
+        if dsn > nxt:
+            if dsn not in self.ooo:
+                self.ooo[dsn] = dsn + plen
+                self.ooo_bytes += plen
+                if self.ooo_bytes > self.max_ooo_bytes:
+                    self.max_ooo_bytes = self.ooo_bytes
+            return True
+        if dsn + plen > nxt:  # partial overlap (not produced by this engine: segments never re-cut)
+            self.rcv_nxt = dsn + plen
+            self.delivered_t_ns = now
+        return False
+
+    def window(self) -> int:
+        w = self.rcv_buf_bytes - self.ooo_bytes
+        return w if w > 0 else 0
+
+
+class Connection:
+    """Meta sender + the subflow objects + the receiver; owns the scheduler call loop."""
+
+    def __init__(self, loop: EventLoop, cfg: ConnectionConfig, sched: Scheduler, rng: random.Random,
+                 rec: Recorder | None) -> None:
+        self.loop = loop
+        self.cfg = cfg
+        self.sched = sched
+        self.rng = rng
+        self.rec = rec
+        self.mss = cfg.mss_bytes
+        self.send_buf_auto = cfg.send_buf_bytes is None
+        self.send_buf_bytes = cfg.send_buf_bytes if cfg.send_buf_bytes is not None else 4 * 1024 * 1024
+        self.rx = ConnReceiver(cfg.rcv_buf_bytes)
+        self.subflows: list[SubflowSender] = []
+        self.views: list[SubflowSender] = []  # what schedulers get as SubflowViews
+        self.view = self  # the connection itself implements ConnView (attribute reads are cheap)
+        self.reinject_head = -1
+        # meta segment table
+        self.m_dsn: list[int] = []
+        self.m_len: list[int] = []
+        self.m_mask: list[int] = []
+        self.m_sent: list[int] = []
+        self.n_segs = 0
+        self.head = 0
+        self.max_sent_idx = 0
+        self.write_seq = 0
+        self.snd_una = 0
+        self.una_idx = 0
+        self.wnd_end = cfg.rcv_buf_bytes  # what the SYN/SYN-ACK exchange announced
+        self.reinject: list[int] = []
+        self.send_buffer_full = False
+        self.workload: Workload | None = None
+        self._in_push = False
+        self._push_again = False
+        self._dirty: list[SubflowSender] = []
+        self.meta_backoff = 0
+        self.meta_rto_timer = Timer(loop, self._on_meta_rto)
+        self.wake_timer = Timer(loop, self._on_wake)
+        self.reinject_on_rto = (cfg.reinject_on_subflow_rto if cfg.reinject_on_subflow_rto is not None
+                                else bool(sched.reinject_on_subflow_rto))
+        self.done = False
+        self.done_ns: int | None = None
+        from workbench.schedulers.base import Scheduler
+        self._sched_on_ack = getattr(type(sched), "on_ack", None) is not Scheduler.on_ack
+        self._meta_rto_cache = (-1, 0)
+        self.n_reinjected = 0
+        self.n_opportunistic = 0
+        self.n_penalized = 0
+        self.n_meta_rto = 0
+        self.n_decisions = 0
+
+    # ------------------------------------------------------------------ application side
+    def app_write(self, nbytes: int, now: int) -> int:
+        """The application writes up to ``nbytes``; returns how many the send buffer took."""
+        if self.send_buf_auto and self.subflows:
+            self.send_buf_bytes = sum(min(s.sndbuf_segments * s.mss, 4 << 20) for s in self.subflows)
+        free = self.send_buf_bytes - (self.write_seq - self.snd_una)
+        n = nbytes if nbytes < free else free
+        if n <= 0:
+            self.send_buffer_full = nbytes > 0
+            return 0
+        self.send_buffer_full = n < nbytes
+        mss = self.mss
+        left = n
+        # top up an unsent short tail segment first
+        if self.n_segs and not self.m_sent[self.n_segs - 1] and self.m_len[self.n_segs - 1] < mss:
+            k = self.n_segs - 1
+            add = min(mss - self.m_len[k], left)
+            self.m_len[k] += add
+            left -= add
+        m_dsn = self.m_dsn
+        m_len = self.m_len
+        m_mask = self.m_mask
+        m_sent = self.m_sent
+        dsn = self.write_seq + (n - left)
+        while left > 0:
+            ln = mss if left > mss else left
+            m_dsn.append(dsn)
+            m_len.append(ln)
+            m_mask.append(0)
+            m_sent.append(0)
+            dsn += ln
+            left -= ln
+        self.n_segs = len(m_dsn)
+        self.write_seq += n
+        return n
+
+    # ------------------------------------------------------------------ scheduling
+    def push(self, now: int) -> None:
+        """mptcp_write_xmit: apply scheduler decisions until it says wait or nothing changes."""
+        if self._in_push:
+            self._push_again = True  # re-entered from inside a decision: loop once more
+            return
+        self._in_push = True
+        select = self.sched.select
+        views = self.views
+        again = True
+        apply = self._apply
+        n = 0
+        while again:
+            self._push_again = False
+            while n < 1_000_000:  # guard against a scheduler that never says "wait"
+                d = select(self, views)
+                if d is None or not apply(d, now):
+                    break
+                n += 1
+            again = self._push_again
+        self.n_decisions += n
+        self._in_push = False
+        dirty = self._dirty
+        if dirty:  # subflows that got segments transmit them now (same instant as the decisions)
+            for sf in dirty:
+                sf.dirty = False
+                sf.try_send(now)
+            dirty.clear()
+        if self.meta_rto_timer.deadline is None and self.una_idx < self.max_sent_idx:
+            self.meta_rto_timer.arm(now + self.meta_rto_ns())
+
+    def _apply(self, d, now: int) -> int:
+        sf = self.subflows[d[0]]
+        if not sf.established:
+            return 0
+        seg = d[1]
+        m_dsn = self.m_dsn
+        m_len = self.m_len
+        m_mask = self.m_mask
+        m_sent = self.m_sent
+        bit = 1 << sf.index
+        wnd_end = self.wnd_end
+        mss = self.mss
+        n = 0
+        if seg < 0:
+            cnt = d[2]
+            i = self.head
+            n_segs = self.n_segs
+            smeta = sf.smeta
+            slen = sf.slen
+            sseq = sf.sseq
+            sflags = sf.sflags
+            stx = sf.stx
+            wb = sf.write_bytes
+            while n < cnt and i < n_segs:
+                ln = m_len[i]
+                if m_dsn[i] + (ln if ln < mss else mss) > wnd_end:
+                    break
+                m_sent[i] = 1
+                m_mask[i] |= bit
+                smeta.append(i)  # SubflowSender.append, inlined (one call per segment saved)
+                slen.append(ln)
+                sseq.append(wb)
+                sflags.append(0)
+                stx.append(0)
+                wb += ln
+                n += 1
+                i += 1
+                while i < n_segs and m_sent[i]:
+                    i += 1
+            if n:
+                sf.queued_bytes += wb - sf.write_bytes
+                sf.write_bytes = wb
+                sf.end += n
+                sf.queued += n
+            self.head = i
+            if i > self.max_sent_idx:
+                self.max_sent_idx = i
+        else:
+            if seg >= self.n_segs:
+                return 0
+            if seg < self.una_idx:  # already DATA_ACKed: just forget it
+                return self.drop_reinject(seg)
+            if not m_sent[seg]:
+                ln = m_len[seg]
+                if m_dsn[seg] + (ln if ln < mss else mss) > wnd_end:
+                    return 0
+                m_sent[seg] = 1
+                m_mask[seg] |= bit
+                sf.append(seg, ln, reinj=False)
+                if seg == self.head:
+                    i = seg + 1
+                    while i < self.n_segs and m_sent[i]:
+                        i += 1
+                    self.head = i
+                if seg + 1 > self.max_sent_idx:
+                    self.max_sent_idx = seg + 1
+            else:
+                in_q = self._remove_reinject(seg)
+                if in_q:
+                    self.n_reinjected += 1
+                else:
+                    self.n_opportunistic += 1
+                m_mask[seg] |= bit
+                sf.append(seg, m_len[seg], reinj=True)
+            n = 1
+        if n and not sf.dirty:
+            sf.dirty = True
+            self._dirty.append(sf)
+        return n
+
+    def _remove_reinject(self, seg: int) -> bool:
+        r = self.reinject
+        k = bisect.bisect_left(r, seg)
+        if k < len(r) and r[k] == seg:
+            del r[k]
+            self.reinject_head = r[0] if r else -1
+            return True
+        return False
+
+    def drop_reinject(self, seg: int) -> int:
+        return 1 if self._remove_reinject(seg) else 0
+
+    def add_reinject(self, seg: int) -> None:
+        if seg < self.una_idx:
+            return
+        r = self.reinject
+        k = bisect.bisect_left(r, seg)
+        if k == len(r) or r[k] != seg:
+            r.insert(k, seg)
+            self.reinject_head = r[0]
+
+    def penalize(self, index: int) -> None:
+        """minRTT penalization (§1.4): halve cwnd, and ssthresh unless in slow start."""
+        x = self.subflows[index]
+        prior = x.cwnd
+        x.cwnd = max(x.cwnd // 2, 1)
+        if prior >= x.ssthresh:
+            x.ssthresh = max(x.ssthresh // 2, 2)
+        self.n_penalized += 1
+
+    def wake_at(self, t_ns: int) -> None:
+        d = self.wake_timer.deadline
+        if d is None or t_ns < d:
+            self.wake_timer.arm(t_ns)
+
+    def _on_wake(self, now: int) -> None:
+        self.sched.on_timer(self.view, now)
+        self.push(now)
+
+    # ------------------------------------------------------------------ ConnView (for schedulers)
+    @property
+    def now_ns(self) -> int:
+        return self.loop.now
+
+    @property
+    def unsent_bytes(self) -> int:
+        return self.write_seq - self.m_dsn[self.head] if self.head < self.n_segs else 0
+
+    @property
+    def oldest_unacked(self) -> int:
+        i = self.una_idx
+        return i if i < self.n_segs and self.m_sent[i] else -1
+
+    @property
+    def reinject_queue(self) -> tuple[int, ...]:
+        return tuple(self.reinject)
+
+    @property
+    def rcv_ooo_bytes(self) -> int:
+        return self.rx.ooo_bytes
+
+    def seg_dsn(self, seg: int) -> int:
+        return self.m_dsn[seg]
+
+    def seg_len(self, seg: int) -> int:
+        return self.m_len[seg]
+
+    def seg_path_mask(self, seg: int) -> int:
+        return self.m_mask[seg]
+
+    def seg_sent(self, seg: int) -> bool:
+        return bool(self.m_sent[seg])
+
+    def window_allows(self, seg: int) -> bool:
+        """meta_snd_wnd_test: the segment's first MSS ends inside the peer's window."""
+        ln = self.m_len[seg]
+        return self.m_dsn[seg] + (ln if ln < self.mss else self.mss) <= self.wnd_end
+
+    # ------------------------------------------------------------------ feedback
+    def on_data_ack(self, data_ack: int, rwnd: int, now: int) -> None:
+        if data_ack > self.snd_una:
+            self.snd_una = data_ack
+            m_dsn = self.m_dsn
+            m_len = self.m_len
+            i = self.una_idx
+            n_segs = self.n_segs
+            while i < n_segs and m_dsn[i] + m_len[i] <= data_ack:
+                i += 1
+            self.una_idx = i
+            r = self.reinject
+            if r and r[0] < i:
+                del r[:bisect.bisect_left(r, i)]
+                self.reinject_head = r[0] if r else -1
+            self.meta_backoff = 0
+            if i < self.max_sent_idx:
+                self.meta_rto_timer.arm(now + self.meta_rto_ns())
+            else:
+                self.meta_rto_timer.cancel()
+            e = data_ack + rwnd
+            if e > self.wnd_end:
+                self.wnd_end = e
+            wl = self.workload
+            if wl is not None:
+                wl.on_acked(self, now)
+            if data_ack >= self.write_seq and (wl is None or wl.finished):
+                self._finish(now)
+            return
+        e = data_ack + rwnd
+        if e > self.wnd_end:
+            self.wnd_end = e
+
+    def _finish(self, now: int) -> None:
+        if not self.done:
+            self.done = True
+            self.done_ns = now
+            self.loop.stop()
+
+    def after_ack(self, sf: SubflowSender, now: int) -> None:
+        if self._sched_on_ack:
+            self.sched.on_ack(self, sf, now)
+        self.push(now)
+
+    def on_subflow_loss(self, sf: SubflowSender, kind: str, now: int) -> None:
+        if kind == "rto" and self.reinject_on_rto:
+            m_sent = self.m_sent
+            una = self.una_idx
+            smeta = sf.smeta
+            sflags = sf.sflags
+            for i in range(sf.una, sf.end):
+                mi = smeta[i]
+                if mi >= una and m_sent[mi] and not sflags[i] & F_REINJ:
+                    self.add_reinject(mi)
+            sf.pf = True
+        self.sched.on_loss(self.view, self.views[sf.index], kind, now)
+
+    def meta_rto_ns(self) -> int:
+        now = self.loop.now
+        t, base = self._meta_rto_cache
+        if now - t > 10_000_000 or t < 0:  # refreshed at most every 10 ms (the timer is lazy anyway)
+            rtos = [s.rto_us for s in self.subflows if s.established]
+            base = int(max(rtos, default=1_000_000) * self.sched.meta_rto_factor) * 1000
+            self._meta_rto_cache = (now, base)
+        return min(base << self.meta_backoff, 120_000_000_000)
+
+    def _on_meta_rto(self, now: int) -> None:
+        if self.una_idx >= self.max_sent_idx or self.done:
+            return
+        self.n_meta_rto += 1
+        self.add_reinject(self.una_idx)
+        self.meta_backoff += 1
+        self.meta_rto_timer.arm(now + self.meta_rto_ns())
+        self.push(now)
+
+    # ------------------------------------------------------------------ subflow setup
+    def establish(self, sf: SubflowSender, now: int, handshake_rtt_ns: int) -> None:
+        """The subflow can carry data from now on (handshake done); the SYN/SYN-ACK exchange gave
+        the first RTT sample, as Linux's tcp_synack_rtt_meas does."""
+        sf.established = True
+        sf.start_ns = now
+        sf.rate_t0_ns = now
+        sf.last_ack_ns = now
+        if handshake_rtt_ns > 0:
+            sf.rtt_sample(handshake_rtt_ns // 1000)
+        sf.ca_state = CA_OPEN
+        self.push(now)

@@ -1,0 +1,127 @@
+"""Recorder lists -> PACKET_EVENTS / SAMPLES DataFrames (the only replay module importing polars).
+
+Conventions of a replayed download (server -> client): data rows are ``dir="s2c"``, ACK rows
+``"c2s"``; ``seq`` is relative to the ISN with the SYN at 0 (first data byte = 1, as in captures);
+``dsn`` relative to the IDSN (first data byte = 0); DATA_ACKs on c2s rows are relative DSNs of the
+s2c direction; data rows carry ``data_ack = 0`` (the client sends no data). ``t_ns`` counts from
+the client's connect. ``ts_val`` is the send time in ms (Linux TCP timestamps tick in ms).
+Rows: data ``snd`` (at the server), data ``rcv`` (at the client, with ``owd_ns``), ``drop`` (in the
+network, data or ACK), ACK ``rcv`` at the server (the DATA_ACK tap). ACK ``snd`` rows are not kept.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from workbench.capture.schema import PACKET_EVENTS, SAMPLES
+
+if TYPE_CHECKING:
+    from workbench.replay.run import ReplayResult
+
+__all__ = ["packet_events", "samples"]
+
+_ACK = 0x010
+_PSH = 0x008
+
+
+def packet_events(result: ReplayResult) -> pl.DataFrame:
+    rec = result.recorder
+    if rec is None:
+        return pl.DataFrame(schema=PACKET_EVENTS)
+    cfg = result.config
+    names = result.path_names
+    hdr = cfg.header_bytes
+    ackb = cfg.ack_bytes
+    srv_win = 65535 << 7  # the server's own receive window (it receives no data): constant
+    parts: list[pl.DataFrame] = []
+
+    def data_frame(rows: list[tuple], point: str, with_owd: bool) -> pl.DataFrame:
+        if not rows:
+            return pl.DataFrame()
+        cols = list(zip(*rows, strict=True))
+        n = len(rows)
+        df = pl.DataFrame({
+            "t_ns": pl.Series(cols[0], dtype=pl.Int64),
+            "subflow": pl.Series(cols[1], dtype=pl.UInt32),
+            "seq": pl.Series(cols[2], dtype=pl.Int64),
+            "payload_bytes": pl.Series(cols[3], dtype=pl.UInt32),
+            "dsn": pl.Series(cols[4], dtype=pl.UInt64),
+            "is_retrans": pl.Series(cols[5], dtype=pl.Boolean),
+            "is_reinject": pl.Series(cols[6], dtype=pl.Boolean),
+            "owd_ns": pl.Series(cols[7], dtype=pl.Int64) if with_owd else pl.Series([None] * n, dtype=pl.Int64),
+        })
+        return df.with_columns(
+            point=pl.lit(point), dir=pl.lit("s2c"), ack=pl.lit(1, pl.UInt32),
+            flags=pl.lit(_ACK | _PSH, pl.UInt16), frame_bytes=(pl.col("payload_bytes") + hdr).cast(pl.UInt32),
+            rwnd_bytes=pl.lit(srv_win, pl.UInt64), data_ack=pl.lit(0, pl.UInt64),
+        )
+
+    parts.append(data_frame(rec.snd, "snd", False))
+    parts.append(data_frame(rec.rcv, "rcv", True))
+    drops_d = [r for r in rec.drop if r[2]]
+    drops_a = [r for r in rec.drop if not r[2]]
+    if drops_d:
+        parts.append(data_frame([(r[0], r[1], r[3], r[4], r[5], r[6], r[7]) for r in drops_d], "drop", False))
+    if rec.ack or drops_a:
+        rows = [(r[0], r[1], r[2], r[3], r[4], r[5], "rcv", r[6]) for r in rec.ack]
+        rows += [(r[0], r[1], r[3], None, None, False, "drop", None) for r in drops_a]
+        cols = list(zip(*rows, strict=True))
+        df = pl.DataFrame({
+            "t_ns": pl.Series(cols[0], dtype=pl.Int64),
+            "subflow": pl.Series(cols[1], dtype=pl.UInt32),
+            "ack": pl.Series(cols[2], dtype=pl.Int64),
+            "data_ack": pl.Series(cols[3], dtype=pl.UInt64),
+            "rwnd_bytes": pl.Series(cols[4], dtype=pl.UInt64),
+            "sack": pl.Series(cols[5], dtype=pl.Boolean),
+            "point": pl.Series(cols[6], dtype=pl.String),
+            "owd_ns": pl.Series(cols[7], dtype=pl.Int64),
+        })
+        df = df.with_columns(
+            dir=pl.lit("c2s"), seq=pl.lit(1, pl.Int64), payload_bytes=pl.lit(0, pl.UInt32),
+            flags=pl.lit(_ACK, pl.UInt16),
+            frame_bytes=(pl.lit(ackb) + pl.when(pl.col("sack")).then(12).otherwise(0)).cast(pl.UInt32),
+            dsn=pl.lit(None, pl.UInt64), is_retrans=pl.lit(False), is_reinject=pl.lit(False),
+        ).drop("sack")
+        parts.append(df)
+    parts = [p for p in parts if p.height]
+    if not parts:
+        return pl.DataFrame(schema=PACKET_EVENTS)
+    df = pl.concat(parts, how="diagonal_relaxed")
+    name_map = {i: n for i, n in enumerate(names)}
+    df = df.with_columns(
+        conn=pl.lit(0, pl.UInt32),
+        path=pl.col("subflow").replace_strict(name_map, return_dtype=pl.String),
+        data_fin=pl.lit(False),
+        ts_val=(pl.col("t_ns") // 1_000_000).cast(pl.UInt32),
+        ts_ecr=pl.lit(None, pl.UInt32),
+        seq=(pl.col("seq") & 0xFFFFFFFF).cast(pl.UInt32),
+        ack=(pl.col("ack") & 0xFFFFFFFF).cast(pl.UInt32),
+    )
+    df = df.select([pl.col(c).cast(t) for c, t in PACKET_EVENTS.items()])
+    return df.sort("t_ns", maintain_order=True)
+
+
+def samples(result: ReplayResult) -> pl.DataFrame:
+    rec = result.recorder
+    if rec is None or not rec.samples:
+        return pl.DataFrame(schema=SAMPLES)
+    cols = list(zip(*rec.samples, strict=True))
+    names = result.path_names
+    rcv_ooo = pl.Series(cols[8], dtype=pl.UInt64)
+    df = pl.DataFrame({
+        "t_ns": pl.Series(cols[0], dtype=pl.Int64),
+        "kind": pl.Series(["periodic" if p else "ack" for p in cols[1]], dtype=pl.String),
+        "conn": pl.Series([0] * len(cols[0]), dtype=pl.UInt32),
+        "subflow": pl.Series(cols[2], dtype=pl.UInt32),
+        "cwnd_segments": pl.Series(cols[3], dtype=pl.Float64),
+        "inflight_segments": pl.Series(cols[4], dtype=pl.UInt32),
+        "srtt_ns": pl.Series(cols[5], dtype=pl.Int64),
+        "snd_queue_bytes": pl.Series(cols[6], dtype=pl.UInt64),
+        "snd_buf_bytes": pl.Series(cols[7], dtype=pl.UInt64),
+        "rcv_ooo_bytes": rcv_ooo,
+        "rcv_buf_bytes": rcv_ooo,  # the application reads in-order data at once
+    })
+    df = df.with_columns(path=pl.col("subflow").replace_strict(dict(enumerate(names)), return_dtype=pl.String))
+    return df.select([pl.col(c).cast(t) for c, t in SAMPLES.items()]).sort("t_ns", maintain_order=True)

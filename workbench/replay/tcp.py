@@ -1,0 +1,691 @@
+"""A TCP subflow as Linux runs it: sender (server side) and receiver (client side) halves.
+
+Sender, per subflow:
+
+* Segments are whole MSS-or-smaller chunks handed down by the MPTCP connection (its scheduler); the
+  subflow keeps them in parallel lists indexed by segment number (``una <= nxt <= end``): segments
+  ``[una, nxt)`` are in flight, ``[nxt, end)`` are queued on the subflow but not yet sent (the
+  "write_seq - snd_nxt" bytes that §0.2 of SCHEDULERS.md tests).
+* RTT estimator = Linux ``tcp_rtt_estimator`` in integer µs (srtt ×8, mdev ×4, ``mdev_max`` reset to
+  ``rto_min`` every RTT, hence ``rttvar >= ~200 ms``); RTO = srtt + rttvar, exponential back-off,
+  re-armed on every ACK that acks new data. RTT samples as ``tcp_clean_rtx_queue``: oldest newly
+  acked segment that was neither retransmitted nor SACKed (Karn).
+* Loss recovery: SACK scoreboard reduced to what the receiver model can report cheaply. Every ACK
+  sent because of subflow-level reordering carries the segment that caused it (one SACK block;
+  such ACKs are immediate, so nothing is lost unless ACKs are dropped). Loss marking is FACK-style
+  (a segment is lost when ``dupthresh = 3`` segments above it are SACKed); Recovery uses PRR
+  (``tcp_cwnd_reduction``) and ends at ``high_seq``; RTO enters Loss (cwnd 1, every un-SACKed
+  segment marked lost, retransmitted as cwnd allows). No RACK, no F-RTO, no undo (DSACK).
+* ``packets_in_flight = packets_out - (sacked_out + lost_out) + retrans_out`` as Linux.
+
+Receiver, per subflow: cumulative ACK by segment number, out-of-order segments held until the hole
+is filled (then handed to the connection in subflow order, like Linux's mapping completion), delayed
+ACK every 2 segments or 40 ms, quick-ACK for the first 16 segments and after an idle period longer
+than the RTO, immediate ACK on subflow reordering and when a hole is filled, and — out-of-tree
+kernel behaviour, switchable — quick-ACK mode when data went to the connection-level OOO queue.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from workbench.replay.events import EventLoop, Timer
+
+if TYPE_CHECKING:
+    from workbench.replay.cc import CongestionControl
+    from workbench.replay.link import Link
+    from workbench.replay.mptcp import Connection, ConnReceiver
+    from workbench.replay.recorder import Recorder
+
+__all__ = ["AckPkt", "DataPkt", "SubflowReceiver", "SubflowSender"]
+
+# Linux TCP_CA_* states
+CA_OPEN = 0
+CA_RECOVERY = 3
+CA_LOSS = 4
+CA_STATE_NAMES = {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}
+
+# per-segment flags at the sender
+F_SACKED = 1
+F_LOST = 2
+F_RETRANS = 4       # a retransmission is in flight (counted in retrans_out)
+F_EVER_RETRANS = 8  # was retransmitted at least once (Karn: no RTT sample)
+F_REINJ = 16        # this subflow copy is an MPTCP reinjection / opportunistic retransmission
+
+_DUPTHRESH = 3
+_RTO_MAX_US = 120_000_000
+_TCP_MAX_QUICKACKS = 16
+
+
+# Packets on the wire are plain tuples (a class __init__ costs a Python frame per packet):
+# data:  (sf, idx, seq, plen, dsn, t_snd, retrans, reinj)   -- idx = subflow segment number
+# ACK:   (sf, ack, sack, data_ack, rwnd, t_snd)             -- ack = next expected segment number,
+#                                                              sack = one SACKed segment or -1
+DataPkt = tuple
+AckPkt = tuple
+
+
+class SubflowSender:
+    """Sender half of one TCP subflow (see module docstring)."""
+
+    __slots__ = (
+        "backoff",
+        "backup",
+        "ca_state",
+        "cc",
+        "cc_state",
+        "conn",
+        "cwnd",
+        "cwnd_cnt",
+        "cwnd_max_seen",
+        "cwnd_usage_idx",
+        "delivered_bytes",
+        "dirty",
+        "end",
+        "established",
+        "fack",
+        "hdr_bytes",
+        "high_seq",
+        "hystart_exits",
+        "in_flight",
+        "index",
+        "last_ack_ns",
+        "link",
+        "loop",
+        "lost_hint",
+        "lost_out",
+        "max_po",
+        "mdev_max_us",
+        "mdev_us",
+        "min_rtt_us",
+        "mss",
+        "n_fast_recoveries",
+        "n_retrans",
+        "n_rto",
+        "n_sent",
+        "name",
+        "nxt",
+        "packets_out",
+        "pf",
+        "prior_cwnd",
+        "prr_delivered",
+        "prr_out",
+        "queued",
+        "queued_bytes",
+        "rate_bps",
+        "rate_t0_ns",
+        "rate_una_bytes",
+        "rec",
+        "retrans_hint",
+        "retrans_out",
+        "rto_min_us",
+        "rto_timer",
+        "rto_us",
+        "rtt_seq",
+        "rttvar_us",
+        "sacked_out",
+        "sflags",
+        "slen",
+        "smeta",
+        "srtt_ns",
+        "srtt_us8",
+        "sseq",
+        "ssthresh",
+        "start_ns",
+        "stx",
+        "una",
+        "una_bytes",
+        "write_bytes",
+    )
+
+    def __init__(self, loop: EventLoop, *, index: int, name: str, conn: Connection, link: Link,
+                 mss: int, hdr_bytes: int, init_cwnd: int, rto_min_ns: int, rec: Recorder | None,
+                 backup: bool = False) -> None:
+        self.loop = loop
+        self.index = index
+        self.name = name
+        self.conn = conn
+        self.link = link
+        self.rec = rec
+        self.mss = mss
+        self.hdr_bytes = hdr_bytes
+        self.backup = backup
+        self.cc: CongestionControl = None  # type: ignore[assignment]  # set by the connection
+        self.cc_state: Any = None
+        self.dirty = False  # got segments during the current push, transmits at its end
+        # segment store
+        self.smeta: list[int] = []
+        self.slen: list[int] = []
+        self.sseq: list[int] = []
+        self.sflags: list[int] = []
+        self.stx: list[int] = []
+        self.una = 0
+        self.nxt = 0
+        self.end = 0
+        self.packets_out = 0
+        self.in_flight = 0
+        self.queued = 0
+        self.queued_bytes = 0
+        self.srtt_ns = 0
+        self.write_bytes = 1  # relative seq of the next byte queued (SYN = 0, first data byte = 1)
+        self.una_bytes = 1
+        # scoreboard
+        self.sacked_out = 0
+        self.lost_out = 0
+        self.retrans_out = 0
+        self.fack = 0
+        self.lost_hint = 0
+        self.retrans_hint = 0
+        # congestion state
+        self.cwnd = init_cwnd
+        self.ssthresh = 1 << 30
+        self.cwnd_cnt = 0.0
+        self.cwnd_max_seen = init_cwnd
+        self.ca_state = CA_OPEN
+        self.high_seq = 0
+        self.prior_cwnd = init_cwnd
+        self.prr_delivered = 0
+        self.prr_out = 0
+        self.max_po = 0
+        self.cwnd_usage_idx = 0
+        self.hystart_exits = 0
+        # RTT / RTO
+        self.rto_min_us = rto_min_ns // 1000
+        self.srtt_us8 = 0
+        self.mdev_us = 0
+        self.mdev_max_us = 0
+        self.rttvar_us = 0
+        self.rtt_seq = 0
+        self.min_rtt_us = 1 << 62
+        self.rto_us = 1_000_000  # RFC 6298 initial 1 s
+        self.backoff = 0
+        self.rto_timer = Timer(loop, self._on_rto)
+        # availability and bookkeeping
+        self.established = False
+        self.start_ns = 0
+        self.pf = False
+        self.last_ack_ns = 0
+        self.delivered_bytes = 0
+        self.rate_bps = 0.0
+        self.rate_t0_ns = 0
+        self.rate_una_bytes = 1
+        self.n_sent = 0
+        self.n_retrans = 0
+        self.n_rto = 0
+        self.n_fast_recoveries = 0
+
+    # ----------------------------------------------------------------------------------- queries
+    # packets_out, in_flight, queued, queued_bytes, srtt_ns, ... are plain attributes kept current
+    # by the engine (schedulers read them on every decision; properties would cost a call each).
+    def _sync(self) -> None:
+        nxt = self.nxt
+        end = self.end
+        self.packets_out = po = nxt - self.una
+        self.in_flight = po - self.sacked_out - self.lost_out + self.retrans_out
+        self.queued = end - nxt
+        self.queued_bytes = self.write_bytes - self.sseq[nxt] if nxt < end else 0
+
+    @property
+    def unacked_bytes(self) -> int:
+        """write_seq - snd_una: bytes sent-unacked plus queued."""
+        return self.write_bytes - self.una_bytes
+
+    @property
+    def in_slow_start(self) -> bool:
+        return self.cwnd < self.ssthresh
+
+    @property
+    def rttvar_ns(self) -> int:
+        return self.rttvar_us * 1000
+
+    @property
+    def min_rtt_ns(self) -> int:
+        m = self.min_rtt_us
+        return m * 1000 if m < (1 << 60) else 0
+
+    @property
+    def rto_ns(self) -> int:
+        return self.rto_us * 1000
+
+    @property
+    def pacing_rate_bps(self) -> float:
+        """tcp_update_pacing_rate: mss * max(cwnd, packets_out) / srtt, x2 in slow start (cwnd <
+        ssthresh/2), x1.2 otherwise; 0 before the first RTT sample."""
+        if not self.srtt_us8:
+            return 0.0
+        w = max(self.cwnd, self.packets_out)
+        ratio = 2.0 if self.cwnd < self.ssthresh // 2 else 1.2
+        return self.mss * 8 * w / ((self.srtt_us8 >> 3) / 1e6) * ratio
+
+    @property
+    def sndbuf_segments(self) -> int:
+        """Linux tcp_sndbuf_expand: sndbuf = 2 * max(10, cwnd) * per-MSS truesize (~2.3 KB for a
+        1.4 KB MSS) while queued skbs are coalesced (~1.05 x payload): about 3 x the largest cwnd
+        reached, in segments (it grows with cwnd and is not shrunk after a loss)."""
+        return 3 * max(10, self.cwnd_max_seen)
+
+    def carried(self, seg: int) -> bool:
+        return bool(self.conn.m_mask[seg] >> self.index & 1)
+
+    def __repr__(self) -> str:
+        return (f"Subflow({self.index}, {self.name!r}, cwnd={self.cwnd}, in_flight={self.in_flight}, "
+                f"queued={self.queued}, srtt_us={self.srtt_us8 >> 3}, state={self.ca_state})")
+
+    # ----------------------------------------------------------------------------------- sending
+    def append(self, meta_idx: int, plen: int, *, reinj: bool) -> None:
+        """Queue one connection-level segment on this subflow (mptcp_skb_entail)."""
+        self.smeta.append(meta_idx)
+        self.slen.append(plen)
+        self.sseq.append(self.write_bytes)
+        self.sflags.append(F_REINJ if reinj else 0)
+        self.stx.append(0)
+        self.write_bytes += plen
+        self.end += 1
+        self.queued += 1
+        self.queued_bytes += plen
+
+    def _xmit(self, i: int, now: int, retrans: bool) -> None:
+        conn = self.conn
+        mi = self.smeta[i]
+        plen = self.slen[i]
+        dsn = conn.m_dsn[mi]
+        reinj = bool(self.sflags[i] & F_REINJ)
+        self.stx[i] = now
+        seq = self.sseq[i]
+        rec = self.rec
+        if rec is not None:
+            rec.snd.append((now, self.index, seq, plen, dsn, retrans, reinj))
+        self.n_sent += 1
+        self.link.send((self.index, i, seq, plen, dsn, now, retrans, reinj), plen + self.hdr_bytes)
+
+    def try_send(self, now: int) -> None:
+        """Send retransmissions of lost segments first, then queued segments, while cwnd allows."""
+        sent = False
+        sflags = self.sflags
+        while True:
+            inflight = self.nxt - self.una - self.sacked_out - self.lost_out + self.retrans_out
+            if inflight >= self.cwnd:
+                break
+            if self.lost_out > self.retrans_out:
+                i = self.retrans_hint
+                if i < self.una:
+                    i = self.una
+                nxt = self.nxt
+                while i < nxt and (sflags[i] & (F_LOST | F_RETRANS | F_SACKED)) != F_LOST:
+                    i += 1
+                if i < nxt:
+                    sflags[i] |= F_RETRANS | F_EVER_RETRANS
+                    self.retrans_out += 1
+                    self.retrans_hint = i + 1
+                    self.n_retrans += 1
+                    if self.ca_state == CA_RECOVERY:
+                        self.prr_out += 1
+                    self._xmit(i, now, True)
+                    sent = True
+                    continue
+                self.retrans_hint = nxt
+            if self.nxt < self.end:
+                # new data: the common case, _xmit inlined and looped without re-checking losses
+                end = self.end
+                i = self.nxt
+                cwnd = self.cwnd
+                smeta = self.smeta
+                slen = self.slen
+                sseq = self.sseq
+                stx = self.stx
+                m_dsn = self.conn.m_dsn
+                rec = self.rec
+                snd = rec.snd if rec is not None else None
+                send = self.link.send
+                hdr = self.hdr_bytes
+                idx = self.index
+                k = 0
+                while i < end and inflight < cwnd:
+                    plen = slen[i]
+                    dsn = m_dsn[smeta[i]]
+                    seq = sseq[i]
+                    reinj = sflags[i] & F_REINJ != 0
+                    stx[i] = now
+                    if snd is not None:
+                        snd.append((now, idx, seq, plen, dsn, False, reinj))
+                    send((idx, i, seq, plen, dsn, now, False, reinj), plen + hdr)
+                    i += 1
+                    k += 1
+                    inflight += 1
+                self.nxt = i
+                self.n_sent += k
+                po = i - self.una
+                if po > self.max_po:
+                    self.max_po = po
+                if self.ca_state == CA_RECOVERY:
+                    self.prr_out += k
+                sent = True
+                continue
+            break
+        if sent:
+            self._sync()
+            if self.rto_timer.deadline is None:
+                self.rto_timer.arm(now + (min(self.rto_us << self.backoff, _RTO_MAX_US)) * 1000)
+
+    # ------------------------------------------------------------------------------------ RTT
+    def rtt_sample(self, m: int) -> None:
+        """Linux tcp_rtt_estimator + tcp_set_rto, µs."""
+        if m <= 0:
+            m = 1
+        if m < self.min_rtt_us:
+            self.min_rtt_us = m
+        srtt = self.srtt_us8
+        if srtt != 0:
+            m -= srtt >> 3
+            srtt += m
+            if m < 0:
+                m = -m
+                m -= self.mdev_us >> 2
+                if m > 0:
+                    m >>= 3
+            else:
+                m -= self.mdev_us >> 2
+            self.mdev_us += m
+            if self.mdev_us > self.mdev_max_us:
+                self.mdev_max_us = self.mdev_us
+                if self.mdev_max_us > self.rttvar_us:
+                    self.rttvar_us = self.mdev_max_us
+            if self.una > self.rtt_seq:
+                if self.mdev_max_us < self.rttvar_us:
+                    self.rttvar_us -= (self.rttvar_us - self.mdev_max_us) >> 2
+                self.rtt_seq = self.nxt
+                self.mdev_max_us = self.rto_min_us
+        else:
+            srtt = m << 3
+            self.mdev_us = m << 1
+            self.rttvar_us = self.mdev_max_us = max(self.mdev_us, self.rto_min_us)
+            self.rtt_seq = self.nxt
+        self.srtt_us8 = srtt = max(srtt, 1)
+        self.srtt_ns = (srtt >> 3) * 1000
+        rto = (self.srtt_us8 >> 3) + self.rttvar_us
+        self.rto_us = rto if rto < _RTO_MAX_US else _RTO_MAX_US
+
+    # ------------------------------------------------------------------------------------ ACKs
+    def on_ack(self, pkt: AckPkt) -> None:
+        now = self.loop.now
+        conn = self.conn
+        self.last_ack_ns = now
+        _sf, ack, s, data_ack, rwnd, t_snd = pkt
+        rec = self.rec
+        if rec is not None:
+            rec.ack.append((now, self.index, self.sseq[ack] if ack < self.end else self.write_bytes,
+                            data_ack, rwnd, s >= 0, now - t_snd))
+        self.pf = False
+        if data_ack > conn.snd_una or data_ack + rwnd > conn.wnd_end:
+            conn.on_data_ack(data_ack, rwnd, now)
+        sflags = self.sflags
+        una = self.una
+        newly = 0
+        if s >= una and s < self.nxt:
+            f = sflags[s]
+            if not f & F_SACKED:
+                if f & F_LOST:
+                    self.lost_out -= 1
+                if f & F_RETRANS:
+                    self.retrans_out -= 1
+                sflags[s] = (f | F_SACKED) & ~(F_LOST | F_RETRANS)
+                self.sacked_out += 1
+                newly = 1
+                if s + 1 > self.fack:
+                    self.fack = s + 1
+        acked = ack - una if ack > una and ack <= self.nxt else 0
+        if acked:
+            first_tx = -1
+            retrans_acked = False
+            if not (self.sacked_out or self.lost_out or self.retrans_out):
+                # clean scoreboard (the common case): no per-segment bookkeeping to undo
+                if sflags[una] & F_EVER_RETRANS:
+                    retrans_acked = True
+                else:
+                    first_tx = self.stx[una]
+                ack_range = ()
+            else:
+                ack_range = range(una, ack)
+            for i in ack_range:
+                f = sflags[i]
+                if f & 15:
+                    if f & F_SACKED:
+                        self.sacked_out -= 1
+                    if f & F_LOST:
+                        self.lost_out -= 1
+                    if f & F_RETRANS:
+                        self.retrans_out -= 1
+                    if f & F_EVER_RETRANS:
+                        retrans_acked = True
+                elif first_tx < 0:
+                    first_tx = self.stx[i]
+            self.una = ack
+            nb = self.sseq[ack] if ack < self.end else self.write_bytes
+            self.delivered_bytes += nb - self.una_bytes
+            self.una_bytes = nb
+            if ack > self.fack:
+                self.fack = ack
+            if first_tx >= 0 and not retrans_acked:
+                rtt_us = (now - first_tx) // 1000
+                self.rtt_sample(rtt_us)
+                if self.cwnd < self.ssthresh:
+                    self.cc.on_rtt(self, rtt_us, now)
+            self.backoff = 0
+            # delivery-rate estimate over roughly one srtt (for schedulers)
+            dt = now - self.rate_t0_ns
+            if dt >= self.srtt_ns and dt > 0:
+                self.rate_bps = (nb - self.rate_una_bytes) * 8e9 / dt
+                self.rate_t0_ns = now
+                self.rate_una_bytes = nb
+            if ack >= self.cwnd_usage_idx:  # a new window: restart max packets_out tracking
+                self.cwnd_usage_idx = self.nxt
+                self.max_po = self.nxt - ack
+        state = self.ca_state
+        if state:
+            if state == CA_RECOVERY:
+                if self.una >= self.high_seq:
+                    self.ca_state = state = CA_OPEN
+                    if self.ssthresh < self.cwnd:
+                        self.cwnd = self.ssthresh
+                else:
+                    self._mark_lost()
+            elif state == CA_LOSS and self.una >= self.high_seq:
+                self.ca_state = state = CA_OPEN
+        if state == CA_OPEN and self.sacked_out and self.fack - self.una > _DUPTHRESH:
+            self._enter_recovery(now)
+            state = CA_RECOVERY
+        if state == CA_RECOVERY:
+            self._prr(acked + newly)
+        # tcp_is_cwnd_limited: in slow start allow growth up to 2x what was used
+        elif acked and ((self.cwnd < 2 * self.max_po) if self.cwnd < self.ssthresh
+                        else (self.max_po >= self.cwnd)):
+            self.cc.cong_avoid(self, acked, now)
+            if self.cwnd > self.cwnd_max_seen:
+                self.cwnd_max_seen = self.cwnd
+        if acked:
+            if self.una == self.nxt:
+                self.rto_timer.deadline = None
+            else:
+                self.rto_timer.arm(now + self.rto_us * 1000)
+        nxt = self.nxt  # _sync(), inlined: the scheduler reads these right away
+        end = self.end
+        self.packets_out = po = nxt - self.una
+        self.in_flight = po - self.sacked_out - self.lost_out + self.retrans_out
+        self.queued = end - nxt
+        self.queued_bytes = self.write_bytes - self.sseq[nxt] if nxt < end else 0
+        if conn._sched_on_ack:
+            conn.sched.on_ack(conn, self, now)
+        conn.push(now)
+        if self.nxt < self.end or self.lost_out > self.retrans_out:
+            self.try_send(now)
+        if rec is not None:
+            rec.samples.append((now, False, self.index, self.cwnd, self.in_flight, self.srtt_ns,
+                                self.queued_bytes, conn.write_seq - conn.snd_una, conn.rx.ooo_bytes))
+
+    def _mark_lost(self) -> None:
+        """FACK: every un-SACKed segment at least dupthresh below the highest SACKed one is lost."""
+        lim = self.fack - _DUPTHRESH
+        i = self.lost_hint
+        if i < self.una:
+            i = self.una
+        if i >= lim:
+            return
+        sflags = self.sflags
+        newly = 0
+        while i < lim:
+            f = sflags[i]
+            if not f & (F_SACKED | F_LOST):
+                sflags[i] = f | F_LOST
+                newly += 1
+            i += 1
+        self.lost_hint = lim
+        if newly:
+            self.lost_out += newly
+            if self.retrans_hint > self.una:
+                self.retrans_hint = self.una
+
+    def _enter_recovery(self, now: int) -> None:
+        self.n_fast_recoveries += 1
+        self.prior_cwnd = self.cwnd
+        self.ssthresh = self.cc.ssthresh(self)
+        self.high_seq = self.nxt
+        self.ca_state = CA_RECOVERY
+        self.prr_delivered = 0
+        self.prr_out = 0
+        self.cc.on_state(self, CA_RECOVERY, now)
+        self._mark_lost()
+        self.conn.on_subflow_loss(self, "fast", now)
+
+    def _prr(self, newly_delivered: int) -> None:
+        """Proportional rate reduction (Linux tcp_cwnd_reduction)."""
+        self.prr_delivered += newly_delivered
+        inflight = self.nxt - self.una - self.sacked_out - self.lost_out + self.retrans_out
+        delta = self.ssthresh - inflight
+        if delta < 0:
+            sndcnt = -(-(self.prr_delivered * self.ssthresh) // max(self.prior_cwnd, 1)) - self.prr_out
+        else:
+            sndcnt = min(delta, max(self.prr_delivered - self.prr_out, newly_delivered) + 1)
+        if sndcnt < (0 if self.prr_out else 1):
+            sndcnt = 0 if self.prr_out else 1
+        self.cwnd = max(inflight + sndcnt, 1)
+
+    def _on_rto(self, now: int) -> None:
+        if self.una == self.nxt:
+            return
+        self.n_rto += 1
+        if self.backoff == 0 or self.ca_state != CA_LOSS:
+            if self.ca_state != CA_LOSS:
+                self.prior_cwnd = self.cwnd
+            self.ssthresh = self.cc.ssthresh(self)
+        self.cwnd = 1
+        self.cwnd_cnt = 0.0
+        self.ca_state = CA_LOSS
+        self.high_seq = self.nxt
+        sflags = self.sflags
+        lost = 0
+        for i in range(self.una, self.nxt):
+            f = sflags[i]
+            if f & F_SACKED:
+                continue
+            if f & F_RETRANS:
+                self.retrans_out -= 1
+            if not f & F_LOST:
+                lost += 1
+            sflags[i] = (f | F_LOST) & ~F_RETRANS
+        self.lost_out += lost
+        self.retrans_hint = self.una
+        self.lost_hint = self.nxt
+        self._sync()
+        self.cc.on_state(self, CA_LOSS, now)
+        self.backoff += 1
+        self.rto_timer.arm(now + min(self.rto_us << self.backoff, _RTO_MAX_US) * 1000)
+        self.conn.on_subflow_loss(self, "rto", now)
+        self.try_send(now)
+        self.conn.push(now)
+
+
+class SubflowReceiver:
+    """Receiver half of one subflow (client side): reordering, delayed/quick ACK, DATA_ACK, window."""
+
+    __slots__ = (
+        "ack_bytes", "delack_ns", "delack_timer", "delayed_ack", "index", "last_data_ns", "link", "loop",
+        "meta", "ooo", "quick", "quickack_on_meta_ooo", "rcv_nxt", "rec", "rto_guess_ns", "unacked",
+    )
+
+    def __init__(self, loop: EventLoop, *, index: int, meta: ConnReceiver, link: Link,
+                 rec: Recorder | None, ack_bytes: int, delayed_ack: bool, delack_ns: int,
+                 quickack_on_meta_ooo: bool) -> None:
+        self.loop = loop
+        self.index = index
+        self.meta = meta
+        self.link = link
+        self.rec = rec
+        self.ack_bytes = ack_bytes
+        self.delayed_ack = delayed_ack
+        self.delack_ns = delack_ns
+        self.quickack_on_meta_ooo = quickack_on_meta_ooo
+        self.rcv_nxt = 0
+        self.ooo: dict[int, tuple[int, int]] = {}
+        self.unacked = 0
+        self.quick = _TCP_MAX_QUICKACKS
+        self.last_data_ns = -1
+        self.rto_guess_ns = 200_000_000
+        self.delack_timer = Timer(loop, self._on_delack)
+
+    def on_data(self, pkt: DataPkt) -> None:
+        now = self.loop.now
+        sf, i, seq, plen, dsn, t_snd, retrans, reinj = pkt
+        rec = self.rec
+        if rec is not None:
+            rec.rcv.append((now, sf, seq, plen, dsn, retrans, reinj, now - t_snd))
+        if now - self.last_data_ns > self.rto_guess_ns and self.last_data_ns >= 0:
+            self.quick = _TCP_MAX_QUICKACKS  # tcp_event_data_recv: idle longer than RTO
+        self.last_data_ns = now
+        meta = self.meta
+        if i == self.rcv_nxt:
+            self.rcv_nxt = i + 1
+            if dsn == meta.rcv_nxt and not meta.ooo:  # ConnReceiver.deliver's common case, inlined
+                meta.rcv_nxt = dsn + plen
+                meta.delivered_t_ns = now
+                meta_ooo = False
+            else:
+                meta_ooo = meta.deliver(dsn, plen, now)
+            now_ack = False
+            ooo = self.ooo
+            if ooo:
+                while self.rcv_nxt in ooo:
+                    d, ln = ooo.pop(self.rcv_nxt)
+                    self.rcv_nxt += 1
+                    if meta.deliver(d, ln, now):
+                        meta_ooo = True
+                now_ack = True  # RFC 5681 4.2: ACK at once when a gap is filled
+            if meta_ooo and self.quickack_on_meta_ooo:
+                self.quick = _TCP_MAX_QUICKACKS
+            self.unacked += 1
+            if now_ack or not self.delayed_ack:
+                self.send_ack(now, -1)
+            elif self.quick > 0:
+                self.quick -= 1
+                self.send_ack(now, -1)
+            elif self.unacked >= 2:
+                self.send_ack(now, -1)
+            elif self.delack_timer.deadline is None:
+                self.delack_timer.arm(now + self.delack_ns)
+        elif i > self.rcv_nxt:
+            if i not in self.ooo:
+                self.ooo[i] = (dsn, plen)
+            self.send_ack(now, i)
+        else:
+            self.send_ack(now, -1)  # duplicate: immediate (D)SACK-style ACK
+
+    def _on_delack(self, now: int) -> None:
+        if self.unacked:
+            self.send_ack(now, -1)
+
+    def send_ack(self, now: int, sack: int) -> None:
+        self.unacked = 0
+        self.delack_timer.deadline = None
+        meta = self.meta
+        w = meta.rcv_buf_bytes - meta.ooo_bytes
+        self.link.send((self.index, self.rcv_nxt, sack, meta.rcv_nxt, w if w > 0 else 0, now),
+                       self.ack_bytes + (12 if sack >= 0 else 0))

@@ -1,0 +1,92 @@
+"""Upstream Linux MPTCP default scheduler ("burst" / linger time), SCHEDULERS.md §6.
+
+No cwnd test: the subflow whose queued bytes (``sk_wmem_queued``, modelled as in-flight + queued
+payload) would drain soonest at its smoothed pacing rate gets the next burst of up to 64 KB
+(``MPTCP_SEND_BURST_SIZE``, clamped by the MPTCP window), as long as its send buffer has room;
+the subflow then sends that queue as its cwnd allows. Send buffer per subflow = Linux autotuning
+model of `SubflowView.sndbuf_segments`.
+
+Retransmission (``__mptcp_retrans``): the engine's MPTCP-level RTO puts the oldest unacked segment
+in the reinjection queue; it is sent on the first (non-backup preferred) subflow whose TCP queues
+are empty, or dropped for this round if no subflow is idle. No reinjection on subflow RTO, no
+opportunistic retransmission, no penalization. Stale-subflow detection is not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from workbench.schedulers._registry import register
+from workbench.schedulers.base import ConnView, Decision, ParamSpec, Scheduler, SubflowView
+
+__all__ = ["UpstreamDefault"]
+
+MPTCP_SEND_BURST_SIZE = 65428
+
+
+@register
+class UpstreamDefault(Scheduler):
+    name: ClassVar[str] = "upstream"
+    description: ClassVar[str] = ("Linux upstream default: 64 KB bursts to the subflow whose queue "
+                                  "drains first at its pacing rate, no cwnd test")
+    source: ClassVar[str] = "Linux net/mptcp/protocol.c mptcp_subflow_get_send / __mptcp_retrans (6.x)"
+    params: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec("burst_bytes", MPTCP_SEND_BURST_SIZE, 1424, 1 << 20, log=True,
+                  doc="MPTCP_SEND_BURST_SIZE"),
+    )
+    reinject_on_subflow_rto: ClassVar[bool] = False
+    meta_rto_factor: ClassVar[float] = 1.0
+    burst_bytes: int
+
+    def __init__(self, **values: object) -> None:
+        super().__init__(**values)
+        self._avg_pacing: dict[int, float] = {}
+
+    def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
+        rh = conn.reinject_head
+        if rh >= 0:
+            for want_backup in (False, True):
+                for sf in subflows:
+                    if sf.backup == want_backup and sf.established and sf.packets_out == 0 and sf.queued == 0:
+                        return Decision(sf.index, rh)
+            conn.drop_reinject(rh)  # no idle subflow: no reinjection this time
+        head = conn.head
+        if head >= conn.n_segs:
+            return None
+        best = [None, None]  # active, backup
+        best_linger = [float("inf"), float("inf")]
+        nr_active = 0
+        avg = self._avg_pacing
+        for sf in subflows:
+            if not sf.established:
+                continue
+            nr_active += not sf.backup
+            pace = avg.get(sf.index, 0.0)
+            if not pace:
+                pace = sf.pacing_rate_bps
+                if not pace:
+                    continue
+                avg[sf.index] = pace
+            linger = sf.unacked_bytes * 8 / pace
+            k = 1 if sf.backup else 0
+            if linger < best_linger[k]:
+                best_linger[k] = linger
+                best[k] = sf
+        ssk = best[0] if nr_active else best[1]
+        if ssk is None:
+            return None
+        mss = ssk.mss
+        limit = ssk.sndbuf_segments * mss
+        wmem = ssk.unacked_bytes
+        if wmem >= limit:
+            return None  # !sk_stream_memory_free(ssk)
+        burst = min(self.burst_bytes, conn.wnd_end - conn.seg_dsn(head))
+        if burst <= 0:
+            return None
+        pacing = ssk.pacing_rate_bps
+        if pacing:
+            avg[ssk.index] = (avg[ssk.index] * wmem + pacing * burst) / (burst + wmem)
+        # keep pushing dfrags while the burst lasts and the subflow's send buffer has room
+        n_burst = -(-burst // mss)
+        n_mem = -(-(limit - wmem) // mss)
+        return Decision(ssk.index, -1, max(1, min(n_burst, n_mem)))
