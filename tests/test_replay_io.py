@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 
 from workbench.errors import InputError
-from workbench.replay import Finite, PathConfig, load_scenario, run_replay, write_pcap
+from workbench.replay import Finite, PathConfig, run_replay, write_pcap
+from workbench.scenario import load_scenario
 from workbench.schedulers import MinRTT, get
 
 MS = 1_000_000

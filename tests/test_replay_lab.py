@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workbench.replay.scenario import lab_scenario
+from workbench.scenario import lab_scenario
 
 LAB = Path("/work/shared/traces/lab")
 # When the client's path manager sent the MP_JOIN, after it had the initial SYN-ACK: from the join

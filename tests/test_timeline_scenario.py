@@ -35,7 +35,7 @@ def test_scenario(tmp_path: Path, suffix: str) -> None:
     assert s["owd_down_ns"].to_list() == [10_000_000] and s["owd_up_ns"].to_list() == [10_000_000]
     assert s["loss_down"].to_list() == [0.01] and s["loss_up"].null_count() == 1
     assert set(s["capacity_down_bps_src"].to_list()) == {"assumed"}
-    assert wifi.buffer_down_bytes == 50 * 1500 and wifi.buffer_down_src == "assumed"
+    assert wifi.buffer_down_bytes == 50 * 1514 and wifi.buffer_down_src == "assumed"
     # lte: rate from the lab file (measured), delay steps at 2.5 s.
     rates = [float(x.split(",")[1]) * 1e6 for x in (SHARED / "lab" / "v01" / "rate2.csv").read_text().split()[1:]]
     down = lte.steps.drop_nulls("capacity_down_bps")

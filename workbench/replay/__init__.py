@@ -16,7 +16,6 @@ from workbench.replay.mptcp import ConnectionConfig
 from workbench.replay.paths import PathConfig, StepSeries
 from workbench.replay.pcap import write_pcap
 from workbench.replay.run import ReplayResult, run_replay, run_single_path_baselines
-from workbench.replay.scenario import Scenario, load_scenario
 from workbench.replay.workload import AppTrace, Bulk, Bursts, Finite, Workload
 
 __all__ = [
@@ -27,10 +26,8 @@ __all__ = [
     "Finite",
     "PathConfig",
     "ReplayResult",
-    "Scenario",
     "StepSeries",
     "Workload",
-    "load_scenario",
     "run_replay",
     "run_single_path_baselines",
     "write_pcap",

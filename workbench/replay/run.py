@@ -71,7 +71,7 @@ class ReplayResult:
         return float(self.summary["goodput_bps"])
 
 
-def _handshake_times(paths: list[PathConfig], join_delay_ns: int = 0) -> list[tuple[int, int]]:
+def handshake_times(paths: list[PathConfig], join_delay_ns: int = 0) -> list[tuple[int, int]]:
     """(time the server may send on subflow k, handshake RTT sample) per path."""
     p0 = paths[0]
     up0 = int(p0.owd_up_ns.at(0))
@@ -137,7 +137,7 @@ def run_replay(paths: list[PathConfig], scheduler: Scheduler, *, workload: Workl
     c.workload = wl
     wl.start(c, 0)
     if cfg.handshake:
-        for sf, (t, rtt) in zip(c.subflows, _handshake_times(paths, cfg.join_delay_ns), strict=True):
+        for sf, (t, rtt) in zip(c.subflows, handshake_times(paths, cfg.join_delay_ns), strict=True):
             loop.at(t, lambda a: c.establish(a[0], loop.now, a[1]), (sf, rtt))
     else:
         for sf in c.subflows:

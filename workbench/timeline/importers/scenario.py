@@ -4,7 +4,7 @@
       - name: wifi
         rate_mbps: 30           # constant rate, both directions unless rate_up_* is given
         owd_ms: 10              # one-way delay, both directions unless owd_up_* / owd_down_* given
-        buffer_packets: 50      # x mtu_bytes (default 1500); or buffer_bytes: 75000
+        buffer_packets: 50      # x packet_bytes (default 1514, a full Ethernet frame); or buffer_bytes
         loss: 0.01              # random loss per packet, downlink; loss_up for the uplink
       - name: lte
         rate: {file: rate2.csv}            # a t,rate file (units in its header, or t_unit / rate_unit)
@@ -15,7 +15,7 @@
 
 Keys carry their units: ``rate_mbps`` / ``rate_kbps`` / ``rate_bps``, ``owd_ms`` / ``owd_us``. A
 series is a list of ``[t_s, value]`` pairs (value in Mbit/s for rates, ms for delays) or
-``{file: ...}`` (relative to the scenario file; rate files as in `read_rate_csv`, delay files
+``{file: ...}`` (or ``{csv: ...}``, relative to the scenario file; rate files as in `read_rate_csv`, delay files
 ``t_s,owd_ms``) or, for rates, ``{mahimahi: ...}``.
 
 Provenance: values written in the scenario are "assumed" (chosen, not observed); values read from a
@@ -41,7 +41,7 @@ __all__ = ["read_scenario", "scenario_timelines"]
 
 _RATE_KEYS = {"mbps": 1e6, "kbps": 1e3, "bps": 1.0}
 _DELAY_KEYS = {"ms": 1e6, "us": 1e3, "ns": 1.0}
-_KNOWN = {"name", "kind", "buffer_packets", "buffer_bytes", "mtu_bytes", "loss", "loss_down", "loss_up",
+_KNOWN = {"name", "kind", "buffer_packets", "buffer_bytes", "packet_bytes", "loss", "loss_down", "loss_up",
           "bin_ms", "rate", "rate_down", "rate_up", "owd", "owd_down", "owd_up",
           *(f"{b}_{u}" for b in ("rate", "rate_down", "rate_up") for u in _RATE_KEYS),
           *(f"{b}_{u}" for b in ("owd", "owd_down", "owd_up") for u in _DELAY_KEYS)}
@@ -90,8 +90,8 @@ def _series(spec: Any, *, what: str, base_dir: Path, scale: float, path_name: st
         if any(v < 0 for _, v in pairs):
             raise InputError(None, f"{where}: values must be >= 0")
         return [p[0] for p in pairs], [p[1] for p in pairs], "assumed"
-    if isinstance(spec, dict) and "file" in spec:
-        f = base_dir / str(spec["file"])
+    if isinstance(spec, dict) and ("file" in spec or "csv" in spec):
+        f = base_dir / str(spec.get("file", spec.get("csv")))
         if what.startswith("owd"):
             return _read_delay_file(f)
         tl = read_rate_csv(f, kind="capacity", t_unit=spec.get("t_unit"), rate_unit=spec.get("rate_unit"))
@@ -150,7 +150,7 @@ def _path(name: str, spec: dict[str, Any], base_dir: Path) -> PathTimeline:
                     raise InputError(None, f"path {name}: {k} must be a probability in [0, 1]")
                 series[f"loss_{d}"] = ([0], [float(p)], "assumed")
                 break
-    mtu = int(spec.get("mtu_bytes", 1500))
+    mtu = int(spec.get("packet_bytes", 1514))  # what a pfifo limit in packets holds: full frames
     buffer = None
     if "buffer_bytes" in spec:
         buffer = int(spec["buffer_bytes"])
