@@ -39,23 +39,11 @@ class KnownIssue:
     why: str
 
 
-KNOWN_NATIVE_ISSUES: dict[str, KnownIssue] = {
-    # e.g. fixtures/tests_mptcp-v1.pcap frame 4: native dss_dll 8192, tshark null
-    "mp_capable_data_in_dss_dll": KnownIssue(
-        ("dss_dll",),
-        ((pl.col("mp_subtypes") & _MPC) != 0) & ((pl.col("mp_subtypes") & _DSS) == 0),
-        "native puts the Data-Level Length of an MP_CAPABLE-with-data option (v1 third ACK, length "
-        "22/24) into dss_dll; dss_* columns come only from a DSS option (no DSS option in these packets)",
-    ),
-    # e.g. pair/client_2.pcap frame 2093: option 1e 18 11 00 <HMAC>; native mp_backup True, tshark null
-    "mp_join_third_ack_reserved_bits": KnownIssue(
-        ("mp_addr_id", "mp_backup"),
-        ((pl.col("mp_subtypes") & _JOIN) != 0) & ((pl.col("flags") & _SYN) == 0),
-        "native reads the 12 reserved bits of the MP_JOIN third ACK (length 24: subtype, reserved, "
-        "160-bit HMAC; RFC 8684 Fig. 7 / RFC 6824 Fig. 7) as the B flag and address id; that form "
-        "has neither (the SYN and SYN-ACK of those subflows say B=0 where the ACK's bit is 1)",
-    ),
-}
+# Investigated disagreements where the native reader was wrong go here (which column, which rows,
+# why tshark is right), with a strict-xfail entry below, until the native reader is fixed. The two
+# found so far (MP_CAPABLE data-level length in dss_dll; MP_JOIN third-ACK reserved bits read as B
+# flag and address id) are fixed, so the comparison below covers every row and column.
+KNOWN_NATIVE_ISSUES: dict[str, KnownIssue] = {}
 
 
 def _native(path: Path) -> pl.DataFrame:
@@ -125,18 +113,3 @@ def test_native_equals_tshark_on_hand_built_packets(tmp_path: Path, kind: str) -
 @pytest.mark.parametrize("path", LAB, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_native_equals_tshark_lab(path: Path) -> None:
     _compare(path)
-
-
-@pytest.mark.parametrize("issue", sorted(KNOWN_NATIVE_ISSUES))
-@pytest.mark.xfail(strict=True, reason="known native-reader issue; XPASS = fixed, remove its entry")
-def test_known_native_issue_still_present(issue: str) -> None:
-    # the captures that show each issue (found by the comparison above)
-    paths = {"mp_capable_data_in_dss_dll": TRACES / "fixtures/tests_mptcp-v1.pcap",
-             "mp_join_third_ack_reserved_bits": TRACES / "pair/client_2.pcap"}
-    path = paths[issue]
-    only = KNOWN_NATIVE_ISSUES[issue]
-    native, tshark = _native(path), read_tshark(path)
-    rows = tshark.filter(only.rows).select("frame")
-    cols = ["frame", *only.columns]
-    assert native.join(rows, on="frame", how="semi").select(cols).equals(
-        tshark.join(rows, on="frame", how="semi").select(cols)), f"{issue}: {only.why}"
