@@ -211,6 +211,41 @@ def _print_timelines(tls: Any) -> None:
     out.print(t)
 
 
+@app.command()
+@_user_errors
+def compare(
+    file: Annotated[Path, typer.Argument(help="capture (pcap/pcapng) or a tshark CSV export")],
+    peer: Annotated[Path | None, typer.Option(help="capture of the same session at the other end")] = None,
+    scheduler: Annotated[str, typer.Option(help="scheduler the capture was made with")] = "upstream",
+    connection: Annotated[int | None, typer.Option("--connection", "-c", help="connection (default: busiest)")] = None,
+    path: Annotated[list[str] | None, typer.Option("--path", help="name a path by its client address: ADDR=NAME")] = None,
+    cc: Annotated[str, typer.Option(help="congestion control of the capture: cubic | reno | lia | olia")] = "cubic",
+    seed: Annotated[int, typer.Option(help="replay seed")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
+) -> None:
+    """Estimate a capture's path timelines, replay them with its scheduler, compare observed vs replayed."""
+    from workbench.capture import load, parse_path_names
+    from workbench.compare import compare_capture
+
+    cap = load(file, peer=peer, path_names=parse_path_names(path or []))
+    r = compare_capture(cap, scheduler=scheduler, conn=connection, cc=cc, seed=seed)
+    if as_json:
+        doc = {"source": r.source, "scheduler": r.scheduler, "settings": r.settings,
+               "rows": r.table.to_dicts(), "warnings": cap.warnings + r.warnings}
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        return
+    t = Table(title=f"{r.source}: observed vs replayed ({r.scheduler})", title_justify="left")
+    for col in ("metric", "observed", "replayed", "difference"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for row in r.table.iter_rows(named=True):
+        diff = row["error"]
+        shown = "–" if diff is None else (f"{100 * diff:+.1f}%" if row["error_kind"] == "rel" else f"{100 * diff:+.2f} pt")
+        t.add_row(row["metric"], _fmt(row["observed"], 3), _fmt(row["replayed"], 3), shown)
+    out.print(t)
+    for w in cap.warnings + r.warnings:
+        out.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
 def main() -> None:
     app()
 

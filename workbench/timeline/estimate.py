@@ -331,9 +331,13 @@ def estimate_timelines(source: pl.DataFrame | _HasEvents, options: EstimateOptio
         if retx.height and q_max_ns > opt.queue_threshold_ns:
             base_rtt = float(b["base_delay_ns"].median() or 0) * (1 if mode != "owd" else 2)  # type: ignore[operator]
             lookback = int(min(2e9, 2 * (base_rtt + q_max_ns) + opt.bin_ns))
+            # A drop-tail queue overflows at a number of bytes, not at a delay: with a time-varying
+            # rate the same full buffer is a short queueing delay at a high rate and a long one at a
+            # low rate, so bins are "hot" when their queued bytes (delay x capacity) near the maximum.
             full = b.filter(pl.col("max_delay_ns").is_not_null()).with_columns(
-                qmax=pl.col("max_delay_ns") - pl.col("base_delay_ns")).select("t_epoch_ns", "qmax")
-            hot = full.filter(pl.col("qmax") >= opt.overflow_fraction * q_max_ns)["t_epoch_ns"].to_list()
+                q_bytes=(pl.col("max_delay_ns") - pl.col("base_delay_ns")) * pl.col("capacity_bps") / 8e9,
+            ).select("t_epoch_ns", "q_bytes")
+            hot = full.filter(pl.col("q_bytes") >= opt.overflow_fraction * (buffer_bytes or 0))["t_epoch_ns"].to_list()
             for tr in retx["t_ns"].to_list():
                 i = bisect.bisect_right(hot, tr)
                 # A hot bin that started within the look-back before the retransmission explains it.
