@@ -12,13 +12,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.capture._csvexport import group_csv_exports, is_csv_export, read_csv_export
 from workbench.capture._tshark import read_tshark
 from workbench.capture.schema import PACKETS
 from workbench.errors import InputError
 
-HSR = Path("/work/shared/traces/hsr-mptcp")
+HSR = SHARED_TRACES / "hsr-mptcp"
 ALL = sorted(HSR.glob("*.csv"))
 SAMPLE = ALL[:: max(1, len(ALL) // 10)][:10]
 HEADER = ("frame.time_epoch,ip.src,ip.dst,tcp.srcport,tcp.dstport,tcp.seq,tcp.ack,tcp.len,tcp.flags,"
@@ -119,7 +120,7 @@ def test_large_dsn_is_eight_bytes(tmp_path: Path) -> None:
 
 def test_is_csv_export_rejects_other_files(tmp_path: Path) -> None:
     assert not is_csv_export(_write(tmp_path, "t_s,rate_mbps\n0,10\n"))
-    assert not is_csv_export(Path("/work/shared/traces/fixtures/tests_mptcp-v1.pcap"))
+    assert not is_csv_export(SHARED_TRACES / "fixtures/tests_mptcp-v1.pcap")
     assert not is_csv_export(tmp_path / "missing.csv")
 
 
@@ -148,7 +149,7 @@ def test_bad_files(tmp_path: Path, text: str, words: str) -> None:
 def test_export_made_from_a_capture_agrees_with_the_tshark_reader(tmp_path: Path, capture: str) -> None:
     """Make an export the way the hsr study did (tshark defaults: relative sequence numbers) and check
     the columns it shares with the tshark reader; seq/ack match after making those relative."""
-    pcap = Path("/work/shared/traces") / capture
+    pcap = SHARED_TRACES / capture
     out = tmp_path / "export.csv"
     cmd = ["tshark", "-r", str(pcap), "-n", "-Y", "tcp", "-T", "fields", "-E", "header=y", "-E", "separator=,",
            "-E", "occurrence=f", *[arg for f in HEADER.split(",") for arg in ("-e", f)]]

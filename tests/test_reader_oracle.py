@@ -17,11 +17,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.capture._tshark import read_tshark, tshark_available
 from workbench.capture.schema import PACKETS
 
-TRACES = Path("/work/shared/traces")
+TRACES = SHARED_TRACES
 SMALL = sorted((TRACES / "fixtures").glob("*.pcap")) + sorted((TRACES / "pair").glob("*.pcap"))
 LAB = sorted((TRACES / "lab").glob("*/*.pcap"))
 

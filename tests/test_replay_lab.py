@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.scenario import lab_scenario
 
-LAB = Path("/work/shared/traces/lab")
+LAB = SHARED_TRACES / "lab"
 # When the client's path manager sent the MP_JOIN, after it had the initial SYN-ACK: from the join
 # SYN's time in each server.pcap (t_syn2 - owd_lte - owd_wifi). The upstream PM does not join at once.
 JOIN_DELAY_MS = {"c01": 101.4, "c03": 21.3, "c05": 121.8, "c07": 101.4}

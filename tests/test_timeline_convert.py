@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.errors import InputError
 from workbench.replay.paths import PathConfig
@@ -21,7 +20,7 @@ from workbench.timeline import (
     to_path_configs,
 )
 
-TL = Path("/work/shared/traces/timelines")
+TL = SHARED_TRACES / "timelines"
 
 
 def test_values_carried_exactly() -> None:

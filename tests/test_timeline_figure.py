@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.timeline import PathTimeline, Timelines, read_mahimahi, read_ping, timeline_figure
 
-TL = Path("/work/shared/traces/timelines")
+TL = SHARED_TRACES / "timelines"
 
 
 def test_figure_rows_and_values() -> None:

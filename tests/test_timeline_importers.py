@@ -1,4 +1,4 @@
-"""Importers on every real file of /work/shared/traces/timelines (and the lab's rate CSVs), checked
+"""Importers on every real file of ../shared/traces/timelines (and the lab's rate CSVs), checked
 against what the files themselves say: line counts, byte sums, column values, ping statistics."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.errors import InputError
 from workbench.timeline import (
@@ -25,7 +26,7 @@ from workbench.timeline import (
 )
 from workbench.timeline.importers import parse_rate_unit, parse_time_unit
 
-SHARED = Path("/work/shared/traces")
+SHARED = SHARED_TRACES
 TL = SHARED / "timelines"
 pytestmark = pytest.mark.skipif(not TL.is_dir(), reason="shared timelines not available")
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.timeline import PathTimeline, Timelines, estimate_bins, estimate_timelines, to_path_configs
 
 LAB = Path(__file__).resolve().parents[2] / "shared" / "traces" / "lab"
 if not LAB.is_dir():
-    LAB = Path("/work/shared/traces/lab")
+    LAB = SHARED_TRACES / "lab"
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not LAB.is_dir(), reason="lab traces not available")]
 

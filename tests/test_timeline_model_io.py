@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.errors import InputError
 from workbench.timeline import (
@@ -19,7 +20,7 @@ from workbench.timeline import (
     steps_from_series,
 )
 
-TL = Path("/work/shared/traces/timelines")
+TL = SHARED_TRACES / "timelines"
 
 
 def mixed() -> PathTimeline:

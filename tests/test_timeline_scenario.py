@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _paths import SHARED_TRACES
 
 from workbench.errors import InputError
 from workbench.timeline import read_mahimahi, read_scenario, to_path_configs
 
-SHARED = Path("/work/shared/traces")
+SHARED = SHARED_TRACES
 
 DOC = {
     "paths": [

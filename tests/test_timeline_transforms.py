@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.errors import InputError
 from workbench.timeline import (
@@ -26,7 +26,7 @@ from workbench.timeline import (
     tile,
 )
 
-TL = Path("/work/shared/traces/timelines")
+TL = SHARED_TRACES / "timelines"
 MM = TL / "mahimahi" / "Verizon-LTE-short.down"
 
 

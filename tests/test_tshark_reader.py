@@ -11,13 +11,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES
 
 from workbench.capture import _tshark
 from workbench.capture._tshark import read_tshark, tshark_available
 from workbench.capture.schema import PACKETS
 from workbench.errors import InputError
 
-TRACES = Path("/work/shared/traces")
+TRACES = SHARED_TRACES
 FIXTURES = sorted((TRACES / "fixtures").glob("*.pcap"))
 PAIR = sorted((TRACES / "pair").glob("*.pcap"))
 

@@ -27,7 +27,6 @@ from workbench.timeline.importers import (
 )
 from workbench.timeline.importers.scenario import read_scenario, scenario_timelines
 from workbench.timeline.io import load_timelines, save_timelines
-from workbench.timeline.open import open_timelines, sniff_timeline_input
 from workbench.timeline.model import (
     KINDS,
     QUANTITIES,
@@ -37,6 +36,7 @@ from workbench.timeline.model import (
     Timelines,
     steps_from_series,
 )
+from workbench.timeline.open import open_timelines, sniff_timeline_input
 from workbench.timeline.transforms import (
     add_delay,
     align,
@@ -68,8 +68,8 @@ __all__ = [
     "estimate_timelines",
     "fill_unknown",
     "load_timelines",
-    "open_timelines",
     "mahimahi_bins",
+    "open_timelines",
     "parse_ping_log",
     "read_5gophers",
     "read_mahimahi",

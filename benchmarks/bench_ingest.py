@@ -1,9 +1,10 @@
-"""Ingest speed of the native capture reader, and its correctness against generated ground truth.
+"""Ingest speed of both capture readers (native and tshark), and their correctness against generated
+ground truth.
 
-Usage: bench_ingest_native.py [CAPTURE] [--runs N]
+Usage: bench_ingest.py [CAPTURE] [--runs N] [--reader native|tshark|both]
 
 Without CAPTURE, a 400k-packet MPTCP v1 capture is generated once with
-/work/shared/tools/gen_mptcp_capture.py (takes minutes, needs scapy) and cached in .cache/bench/.
+../shared/tools/gen_mptcp_capture.py (takes minutes, needs scapy) and cached in .cache/bench/.
 Each run reads the capture in a fresh Python process (as a user's command would), so the numbers
 include interpreter start and imports ("process") as well as the read itself ("read"); the median
 of the runs is printed with the peak RSS of the reading process. When the capture has a
@@ -24,11 +25,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "bench"
 DEFAULT_CAPTURE = CACHE / "mptcp400k.pcap"
-GENERATOR = Path("/work/shared/tools/gen_mptcp_capture.py")
+GENERATOR = REPO.parent / "shared" / "tools" / "gen_mptcp_capture.py"
+READERS = ("native", "tshark")
 N_PACKETS = 400_000
 
 
@@ -41,19 +44,31 @@ def ensure_capture() -> Path:
     return DEFAULT_CAPTURE
 
 
-def read_once(capture: Path) -> None:
-    """Child process: read the capture, print timing and peak RSS as JSON."""
+def _read(capture: Path, reader: str) -> pl.DataFrame:
+    if reader == "native":
+        from workbench.capture._native import read_native
+
+        return read_native(capture)[0]
+    from workbench.capture._tshark import read_tshark
+
+    return read_tshark(capture)
+
+
+def read_once(capture: Path, reader: str) -> None:
+    """Child process: read the capture, print timing and peak RSS as JSON. The tshark reader's CPU
+    time is mostly in the tshark child process, so its RSS and CPU figures cover the Python side."""
     started = time.perf_counter()
-    from workbench.capture._native import read_native
+    import workbench.capture._native
+    import workbench.capture._tshark  # noqa: F401  (imports are timed separately from the read)
 
     imported = time.perf_counter()
     cpu_before = _cpu_s()
-    table, stats = read_native(capture)
+    table = _read(capture, reader)
     done = time.perf_counter()
     cpu_s = _cpu_s() - cpu_before
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(json.dumps({"packets": table.height, "read_s": done - imported, "import_s": imported - started,
-                      "read_cpu_s": cpu_s, "peak_rss_mb": peak_rss_mb, "frames": stats.frames_total}))
+                      "read_cpu_s": cpu_s, "peak_rss_mb": peak_rss_mb}))
 
 
 def _cpu_s() -> float:
@@ -62,11 +77,11 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(capture: Path, runs: int) -> list[dict[str, float]]:
+def run(capture: Path, runs: int, reader: str) -> list[dict[str, float]]:
     results = []
     for _ in range(runs):
         started = time.perf_counter()
-        out = subprocess.run([sys.executable, __file__, str(capture), "--once"], check=True,
+        out = subprocess.run([sys.executable, __file__, str(capture), "--once", "--reader", reader], check=True,
                              capture_output=True, text=True, cwd=REPO).stdout
         result = json.loads(out.strip().splitlines()[-1])
         result["process_s"] = time.perf_counter() - started
@@ -74,14 +89,12 @@ def run(capture: Path, runs: int) -> list[dict[str, float]]:
     return results
 
 
-def check_truth(capture: Path) -> str:
+def check_truth(capture: Path, reader: str) -> str:
     """Compare decoded fields with the generator's per-packet ground truth."""
     truth_path = capture.with_name(capture.name + ".truth.npz")
     if not truth_path.exists():
         return "no ground truth beside the capture: not checked"
-    from workbench.capture._native import read_native
-
-    table, _ = read_native(capture)
+    table = _read(capture, reader)
     truth = np.load(truth_path)
     if table.height != truth["seq"].size:
         return f"FAILED: {table.height} rows, ground truth has {truth['seq'].size} packets"
@@ -96,9 +109,8 @@ def check_truth(capture: Path) -> str:
     for column, (expected, where) in pairs.items():
         got = table[column].fill_null(0).to_numpy()  # (nulls would make numpy use float64)
         if where is not None:
-            # dss_dll is also filled from MP_CAPABLE-with-data, which the truth does not list as a mapping
             present = table[column].is_not_null().to_numpy()
-            if not present[where].all() or (column != "dss_dll" and present[~where].any()):
+            if not present[where].all() or present[~where].any():
                 failures.append(f"{column}: presence differs")
                 continue
             got, expected = got[where], expected[where]
@@ -112,25 +124,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("capture", nargs="?", type=Path)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--reader", choices=[*READERS, "both"], default="both")
     parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     capture = args.capture or ensure_capture()
     if args.once:
-        read_once(capture)
+        read_once(capture, args.reader)
         return
-    results = run(capture, args.runs)
-    read_s = statistics.median(r["read_s"] for r in results)
-    process_s = statistics.median(r["process_s"] for r in results)
-    packets = int(results[0]["packets"])
     print(f"capture      {capture} ({capture.stat().st_size / 1e6:.0f} MB)")
-    print(f"packets      {packets}")
-    print(f"read         {read_s:.3f} s (median of {len(results)})  -> {packets / read_s:,.0f} packets/s")
-    cpu_s = statistics.median(r["read_cpu_s"] for r in results)
-    print(f"read CPU     {cpu_s:.3f} s user+system (all threads)")
-    print(f"process      {process_s:.3f} s incl. interpreter + imports  -> {packets / process_s:,.0f} packets/s")
+    rates = {}
+    for reader in READERS if args.reader == "both" else (args.reader,):
+        results = run(capture, args.runs, reader)
+        read_s = statistics.median(r["read_s"] for r in results)
+        process_s = statistics.median(r["process_s"] for r in results)
+        packets = int(results[0]["packets"])
+        rates[reader] = packets / read_s
+        print(f"[{reader}]")
+        print(f"  packets    {packets}")
+        print(f"  read       {read_s:.3f} s (median of {len(results)})  -> {packets / read_s:,.0f} packets/s")
+        print(f"  read CPU   {statistics.median(r['read_cpu_s'] for r in results):.3f} s user+system of this process")
+        print(f"  process    {process_s:.3f} s incl. interpreter + imports  -> {packets / process_s:,.0f} packets/s")
+        print(f"  peak RSS   {max(r['peak_rss_mb'] for r in results):.0f} MB")
+        print(f"  truth      {check_truth(capture, reader)}")
+    if len(rates) == 2:
+        print(f"native / tshark: {rates['native'] / rates['tshark']:.1f}x")
     print(f"load         {os.getloadavg()[0]:.2f} (1-min load average on {os.cpu_count()} CPUs)")
-    print(f"peak RSS     {max(r['peak_rss_mb'] for r in results):.0f} MB")
-    print(f"truth        {check_truth(capture)}")
 
 
 if __name__ == "__main__":
