@@ -44,7 +44,7 @@ def _user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except InputError as e:
-            err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+            err.print(f"error: {e}", markup=False, highlight=False, emoji=False, soft_wrap=True)
             raise typer.Exit(EXIT_INPUT) from None
         except KeyboardInterrupt:
             err.print("interrupted")
@@ -55,7 +55,7 @@ def _user_errors(fn: F) -> F:
             if os.environ.get("WORKBENCH_DEBUG"):
                 raise
             err.print(f"internal error: {type(e).__name__}: {e} (set WORKBENCH_DEBUG=1 for the trace)",
-                      markup=False, highlight=False, soft_wrap=True)
+                      markup=False, highlight=False, emoji=False, soft_wrap=True)
             raise typer.Exit(EXIT_INTERNAL) from None
 
     return wrapper  # type: ignore[return-value]
@@ -244,6 +244,12 @@ def compare(
     out.print(t)
     for w in cap.warnings + r.warnings:
         out.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+from workbench.cli_replay import replay_command, schedulers_command  # noqa: E402  (needs the helpers above)
+
+app.command("replay")(replay_command)
+app.command("schedulers")(schedulers_command)
 
 
 def main() -> None:

@@ -137,19 +137,21 @@ def _conn(ctx: _Ctx, d: Any) -> ConnectionConfig:
 
 
 def _scheduler(ctx: _Ctx, d: Any) -> Any:
+    """A registered name, ``module:Class`` or ``file.py:Class`` (relative to the scenario file), with
+    params validated against the class's ParamSpecs (`workbench.plugins.resolve_scheduler`)."""
     if d is None:
         return None
-    from workbench.schedulers import get
+    from workbench.plugins import resolve_scheduler
     if isinstance(d, str):
         name, params = d, {}
-    elif isinstance(d, dict) and "name" in d:
+    elif isinstance(d, dict) and "name" in d and isinstance(d.get("params") or {}, dict):
         name, params = str(d["name"]), dict(d.get("params") or {})
     else:
         raise ctx.err("scheduler", "expected a name or {name: ..., params: {...}}")
     try:
-        return get(name, **params)
+        return resolve_scheduler(name, params, base_dir=ctx.src.parent)
     except InputError as e:
-        raise ctx.err("scheduler", e.problem) from None
+        raise ctx.err("scheduler", e.problem if e.source is None else str(e)) from None
 
 
 def scenario_from_dict(d: Any, *, source: str | Path = "<dict>", base_dir: str | Path | None = None) -> Scenario:

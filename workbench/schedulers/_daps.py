@@ -64,6 +64,7 @@ class DAPS(Scheduler):
     """
 
     name: ClassVar[str] = "daps"
+    queues_beyond_cwnd: ClassVar[bool] = True  # data waits on the subflow until its cwnd opens
     description: ClassVar[str] = ("DAPS: periodic schedule over the lcm of path delays, planned cwnd "
                                   "segments per turn, for in-order arrival")
     source: ClassVar[str] = ("Kuhn et al., 'DAPS: Intelligent Delay-Aware Packet Scheduling for "

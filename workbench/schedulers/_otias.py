@@ -88,6 +88,7 @@ class OTIAS(Scheduler):
     """
 
     name: ClassVar[str] = "otias"
+    queues_beyond_cwnd: ClassVar[bool] = True  # data waits on the subflow until its cwnd opens
     description: ClassVar[str] = ("OTIAS: each segment to the subflow where it is expected to arrive "
                                   "first, queueing beyond cwnd (out-of-order send, in-order arrival)")
     source: ClassVar[str] = ("Yang & Amer, 'Out-of-order Transmission for In-order Arrival Scheduling "

@@ -143,7 +143,13 @@ class STTF(Scheduler):
         if not cands:
             return None
         rh = conn.reinject_head
+        # A reinjection goes out now or not at all: only to a subflow with room in its cwnd (the
+        # out-of-tree reinjection path calls the availability test with the cwnd check on).
         if rh >= 0:
+            room = [sf for sf in cands if is_available(sf)]
+            if not room:
+                return None  # reinjections first: wait for cwnd room rather than send new data
+            cands = room
             best = None
             best_t = float("inf")
             for sf in cands:

@@ -36,6 +36,7 @@ class UpstreamDefault(Scheduler):
     )
     reinject_on_subflow_rto: ClassVar[bool] = False
     meta_rto_factor: ClassVar[float] = 1.0
+    queues_beyond_cwnd: ClassVar[bool] = True  # data waits on the subflow until its cwnd opens
     burst_bytes: int
 
     def __init__(self, **values: object) -> None:

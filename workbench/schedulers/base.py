@@ -238,6 +238,9 @@ class Scheduler:
     params: ClassVar[tuple[ParamSpec, ...]] = ()
     reinject_on_subflow_rto: ClassVar[bool] = True
     meta_rto_factor: ClassVar[float] = 2.0
+    # Whether it hands subflows more data than their cwnd has room for (queued on the subflow, sent
+    # as the cwnd opens: upstream Linux, DAPS, OTIAS). The conformance suite holds the others to cwnd.
+    queues_beyond_cwnd: ClassVar[bool] = False
 
     def __init__(self, **values: Any) -> None:
         specs = {p.name: p for p in self.params}
@@ -327,6 +330,10 @@ class Layer(Scheduler):
     @property
     def meta_rto_factor(self) -> float:  # type: ignore[override]
         return self.inner.meta_rto_factor
+
+    @property
+    def queues_beyond_cwnd(self) -> bool:  # type: ignore[override]
+        return self.inner.queues_beyond_cwnd
 
     def usable(self, conn: ConnView, subflows: list[SubflowView]) -> list[SubflowView]:
         """The subflows the inner scheduler may use now (path-manager gating). All by default."""
