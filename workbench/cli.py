@@ -247,9 +247,11 @@ def compare(
 
 
 from workbench.cli_replay import replay_command, schedulers_command  # noqa: E402  (needs the helpers above)
+from workbench.report.cli import report_command  # noqa: E402
 
 app.command("replay")(replay_command)
 app.command("schedulers")(schedulers_command)
+app.command("report")(_user_errors(report_command))
 
 
 def main() -> None:

@@ -1,0 +1,269 @@
+"""What a report page shows, in two layers:
+
+* figure data (pure, plain Python lists): per source (observed, each scheduler) the series the
+  metrics package computes — OOO-delay CDF (`ooo_cdf`), goodput over time (`goodput_series`),
+  receive OOO-queue occupancy (`ooo_queue_series`), free cwnd of the fast subflow at each ACK
+  (`free_cwnd_series`, STMS burstiness), send/receive buffer occupancy (`buffer_series`) — plus the
+  per-path shares from the summary rows. Built in the worker; thinned for display only (a page with
+  5 sources x 30 000 points per series would not load). Times are seconds from the connection start.
+* plotly figures built from that data in the parent (`build_figures`), and the comparison table
+  (`METRICS`: which metrics, their unit and whether lower or higher is better; `winners`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+    import polars as pl
+
+__all__ = ["METRICS", "SourceData", "build_figures", "page_figure_data", "source_data", "thin", "winners"]
+
+SourceData = dict[str, Any]
+Better = Literal["lower", "higher"]
+
+# (summary key, label, unit, which direction is better). Order = order in the page table.
+METRICS: list[tuple[str, str, str, Better]] = [
+    ("goodput_mbps", "Goodput", "Mbit/s", "higher"),
+    ("completion_s", "Completion time", "s", "lower"),
+    ("aggregation_benefit", "Aggregation benefit vs best single path (Kaspar's B)", "[-1, 1]", "higher"),
+    ("ooo_mean_ms", "OOO delay, mean", "ms", "lower"),
+    ("ooo_p50_ms", "OOO delay, p50", "ms", "lower"),
+    ("ooo_p95_ms", "OOO delay, p95", "ms", "lower"),
+    ("ooo_p99_ms", "OOO delay, p99", "ms", "lower"),
+    ("ooo_max_ms", "OOO delay, max", "ms", "lower"),
+    ("ooo_fraction", "Segments that waited in the OOO queue", "fraction", "lower"),
+    ("ooo_queue_max_bytes", "Receive OOO queue, max", "bytes", "lower"),
+    ("app_delay_mean_ms", "Application delay (write → read), mean", "ms", "lower"),
+    ("app_delay_p95_ms", "Application delay, p95", "ms", "lower"),
+    ("free_cwnd_mean_segments", "Free cwnd of the fast subflow at ACKs, mean", "segments", "lower"),
+    ("free_cwnd_peak_segments", "Free cwnd of the fast subflow, peak", "segments", "lower"),
+    ("burst_segments_mean", "Back-to-back send burst, mean", "segments", "lower"),
+    ("burst_segments_max", "Back-to-back send burst, max", "segments", "lower"),
+    ("retrans", "Subflow retransmissions", "segments", "lower"),
+    ("reinjections", "MPTCP reinjections", "segments", "lower"),
+    ("redundant_fraction", "Redundant bytes", "fraction", "lower"),
+    ("snd_buf_max_bytes", "Send buffer, max", "bytes", "lower"),
+    ("rcv_buf_max_bytes", "Receive buffer, max", "bytes", "lower"),
+]
+# The metrics the index's cross-input summary counts wins on.
+SUMMARY_METRICS = ["goodput_mbps", "completion_s", "ooo_p95_ms", "ooo_mean_ms", "app_delay_p95_ms",
+                   "free_cwnd_mean_segments", "aggregation_benefit"]
+
+
+def thin(t: Sequence[float], v: Sequence[float], max_points: int, how: Literal["max", "mean"] = "max"
+         ) -> tuple[list[float], list[float]]:
+    """At most ~``max_points`` points of a time series for display: per equal time bucket the first
+    time and the max (keeps peaks, for queue occupancy) or the mean of the values."""
+    import numpy as np
+
+    if len(t) <= max_points:
+        return [float(x) for x in t], [float(x) for x in v]
+    ta, va = np.asarray(t, dtype=float), np.asarray(v, dtype=float)
+    edges = np.linspace(ta[0], ta[-1], max_points + 1)
+    starts = np.unique(np.searchsorted(ta, edges[:-1], side="left"))
+    starts = starts[starts < len(ta)]
+    if how == "max":
+        vals = np.maximum.reduceat(va, starts)
+    else:
+        sums = np.add.reduceat(va, starts)
+        counts = np.diff(np.append(starts, len(va)))
+        vals = sums / counts
+    return ta[starts].tolist(), vals.tolist()
+
+
+def _s(t_ns: pl.Series, origin_ns: int) -> list[float]:
+    return ((t_ns - origin_ns).cast(float) / 1e9).to_list()
+
+
+def source_data(source: str, kind: str, events: pl.DataFrame, samples: pl.DataFrame | None, conn: int | None,
+                max_points: int) -> SourceData:
+    """The figure series of one source (observed capture or one replay), as plain lists."""
+    import polars as pl
+
+    from workbench.metrics import (
+        buffer_series,
+        free_cwnd_series,
+        goodput_series,
+        main_connection,
+        ooo_cdf,
+        ooo_queue_series,
+        start_times,
+    )
+
+    if conn is None:
+        conn = main_connection(events)
+    ev = events.filter(pl.col("conn") == conn)
+    # Captures carry epoch times: show seconds since the connection's first SYN. Replays start at 0.
+    origin = 0
+    if kind == "observed":
+        st = start_times(ev)
+        origin = int(st["start_ns"][0]) if st.height and st["start_ns"][0] is not None else int(ev["t_ns"].min())
+    out: SourceData = {"source": source, "kind": kind}
+    cdf = ooo_cdf(ev, conn, max_points=max_points)
+    out["ooo_cdf"] = {"delay_ms": cdf["delay_ms"].to_list(), "cdf": cdf["cdf"].to_list()}
+    gp = goodput_series(ev, conn)
+    out["goodput"] = {"t_s": _s(gp["t_ns"], origin), "mbps": (gp["rate_bps"] / 1e6).to_list()}
+    q = ooo_queue_series(ev, conn)
+    t, v = thin(_s(q["t_ns"], origin), q["ooo_bytes"].cast(float).to_list(), max_points, "max")
+    out["ooo_queue"] = {"t_s": t, "bytes": v}
+    if samples is not None and samples.height:
+        fc = free_cwnd_series(samples, conn)
+        t, v = thin(_s(fc["t_ns"], 0), fc["free_cwnd_segments"].to_list(), max_points, "mean")
+        out["free_cwnd"] = {"t_s": t, "segments": v, "path": fc["path"][0] if fc.height else None}
+        bs = buffer_series(samples, conn)
+        ts = _s(bs["t_ns"], 0)
+        t1, snd = thin(ts, bs["snd_buf_bytes"].cast(float).to_list(), max_points, "max")
+        t2, rcv = thin(ts, bs["rcv_buf_bytes"].cast(float).to_list(), max_points, "max")
+        out["buffers"] = {"t_snd_s": t1, "snd_bytes": snd, "t_rcv_s": t2, "rcv_bytes": rcv}
+    return out
+
+
+def winners(rows: Sequence[dict[str, Any]], metric: str, better: Better) -> list[str]:
+    """Sources of the scheduler rows with the best value of ``metric`` (ties: all of them)."""
+    vals = [(r["source"], r.get(metric)) for r in rows if r.get("kind") == "scheduler"]
+    vals = [(s, float(v)) for s, v in vals if v is not None and v == v]
+    if not vals:
+        return []
+    best = max(v for _, v in vals) if better == "higher" else min(v for _, v in vals)
+    return [s for s, v in vals if v == best]
+
+
+def page_figure_data(sources: Sequence[SourceData], rows: Sequence[dict[str, Any]],
+                     timeline_json: str | None) -> dict[str, Any]:
+    """Everything a page needs besides the metrics table: the per-source series, per-path shares
+    per row, the timelines figure (plotly JSON) and the comparison table with winners marked."""
+    shares: dict[str, dict[str, float]] = {}
+    for r in rows:
+        shares[r["source"]] = {k[len("share_"):]: float(v) for k, v in r.items()
+                               if k.startswith("share_") and v is not None}
+    table = []
+    for key, label, unit, better in METRICS:
+        if not any(r.get(key) is not None for r in rows):
+            continue
+        table.append({"key": key, "label": label, "unit": unit, "better": better,
+                      "values": {r["source"]: r.get(key) for r in rows},
+                      "best": winners(rows, key, better)})
+    return {"sources": list(sources), "shares": shares, "timelines": timeline_json, "table": table,
+            "columns": [{"source": r["source"], "kind": r["kind"]} for r in rows]}
+
+
+# Distinct colours for up to 24 schedulers (plotly's Dark24 without its near-black first entry, which
+# is the observed run's colour).
+_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+            "#bcbd22", "#7f7f7f", "#FB0D0D", "#0D2A63", "#AF0038", "#6C4516", "#1616A7", "#DA60CA",
+            "#6C7C32", "#778AAE", "#862A16", "#A777F1", "#620042", "#DA16FF", "#222A2A", "#B68100"]
+
+
+def _colors(sources: Sequence[SourceData]) -> dict[str, str]:
+    out = {}
+    i = 0
+    for s in sources:
+        if s["kind"] == "observed":
+            out[s["source"]] = "#000000"
+        else:
+            out[s["source"]] = _PALETTE[i % len(_PALETTE)]
+            i += 1
+    return out
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template="plotly_white", height=380,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 50}, legend={"orientation": "h", "y": -0.2})
+    return fig
+
+
+def build_figures(data: dict[str, Any]) -> list[tuple[str, str, go.Figure]]:
+    """(figure id, caption, plotly figure) for each figure the page shows; figures without data are
+    left out (a replay-less input has no burstiness or buffer figures)."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+    from plotly.subplots import make_subplots
+
+    sources = data["sources"]
+    color = _colors(sources)
+    figs: list[tuple[str, str, go.Figure]] = []
+
+    def width(s: SourceData) -> float:
+        return 3.0 if s["kind"] == "observed" else 1.6
+
+    if data.get("timelines"):
+        figs.append(("timelines", "Path timelines used for the replays: capacity, one-way delay and loss per "
+                     "path (measured / estimated / assumed, see the hover text).",
+                     pio.from_json(data["timelines"])))
+
+    f = go.Figure()
+    for s in sources:
+        c = s["ooo_cdf"]
+        if c["delay_ms"]:
+            f.add_trace(go.Scatter(x=c["delay_ms"], y=c["cdf"], name=s["source"], mode="lines",
+                                   line={"color": color[s["source"]], "width": width(s), "shape": "hv"}))
+    if f.data:
+        figs.append(("ooo_cdf", "MPTCP-level out-of-order delay per segment (arrival → all lower DSNs "
+                     "arrived), CDF; observed in black.",
+                     _layout(f, "OOO delay CDF", "OOO delay (ms)", "fraction of segments")))
+
+    f = go.Figure()
+    for s in sources:
+        g = s["goodput"]
+        if g["t_s"]:
+            f.add_trace(go.Scatter(x=g["t_s"], y=g["mbps"], name=s["source"], mode="lines",
+                                   line={"color": color[s["source"]], "width": width(s), "shape": "hv"}))
+    if f.data:
+        figs.append(("goodput", "In-order bytes delivered to the application per 100 ms bin.",
+                     _layout(f, "Goodput over time", "time since connect (s)", "Mbit/s")))
+
+    f = go.Figure()
+    for s in sources:
+        fc = s.get("free_cwnd")
+        if fc and fc["t_s"]:
+            f.add_trace(go.Scatter(x=fc["t_s"], y=fc["segments"], name=f"{s['source']} ({fc['path']})",
+                                   mode="lines", line={"color": color[s["source"]], "width": width(s)}))
+    if f.data:
+        figs.append(("burstiness", "Burstiness (STMS §5.1.2): free cwnd (cwnd − in flight) of the fast subflow "
+                     "at each ACK it receives; mean per display bucket. Replays only (a capture has no cwnd).",
+                     _layout(f, "Free cwnd of the fast subflow", "time since connect (s)", "segments")))
+
+    shares = data.get("shares") or {}
+    path_names = sorted({p for sh in shares.values() for p in sh})
+    if path_names:
+        f = go.Figure()
+        srcs = [c["source"] for c in data["columns"] if c["source"] in shares and shares[c["source"]]]
+        for i, p in enumerate(path_names):
+            f.add_trace(go.Bar(x=srcs, y=[shares[s].get(p, 0.0) for s in srcs], name=p,
+                               marker_color=_PALETTE[i % len(_PALETTE)]))
+        f.update_layout(barmode="stack")
+        figs.append(("share", "Share of the data-direction bytes each path carried (at the sender when it "
+                     "was observed).", _layout(f, "Per-path share", "source", "share of bytes")))
+
+    f = go.Figure()
+    for s in sources:
+        q = s["ooo_queue"]
+        if q["t_s"]:
+            f.add_trace(go.Scatter(x=q["t_s"], y=q["bytes"], name=s["source"], mode="lines",
+                                   line={"color": color[s["source"]], "width": width(s), "shape": "hv"}))
+    if f.data:
+        figs.append(("ooo_queue", "Receive-side MPTCP out-of-order queue (OTIAS Fig. 5): bytes arrived but "
+                     "not yet deliverable in order; max per display bucket.",
+                     _layout(f, "Receive OOO-queue occupancy", "time since connect (s)", "bytes")))
+
+    with_buf = [s for s in sources if s.get("buffers") and s["buffers"]["t_snd_s"]]
+    if with_buf:
+        f = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                          subplot_titles=("send buffer (unacked + unsent)", "receive buffer (unread + out of order)"))
+        for s in with_buf:
+            b = s["buffers"]
+            f.add_trace(go.Scatter(x=b["t_snd_s"], y=b["snd_bytes"], name=s["source"], mode="lines",
+                                   legendgroup=s["source"], line={"color": color[s["source"]]}), row=1, col=1)
+            f.add_trace(go.Scatter(x=b["t_rcv_s"], y=b["rcv_bytes"], name=s["source"], mode="lines",
+                                   legendgroup=s["source"], showlegend=False, line={"color": color[s["source"]]}),
+                        row=2, col=1)
+        _layout(f, "Send / receive buffer occupancy", "", "bytes")
+        f.update_layout(height=520)
+        f.update_xaxes(title_text="time since connect (s)", row=2, col=1)
+        figs.append(("buffers", "Connection-level buffer occupancy sampled every 10 ms in the replays; max per "
+                     "display bucket.", f))
+    return figs
+

@@ -1,0 +1,314 @@
+"""The work of one report input, as a plain function of plain data: load → observed metrics →
+path timelines (estimated from the capture, or given) → one replay per scheduler and a single-path
+TCP baseline per path → metrics rows + figure data.
+
+`run_job` is what local worker processes and dask workers execute. It returns a dict of plain
+Python values and bytes (the metrics table as parquet bytes), never polars/plotly objects, so the
+result pickles cheaply and the parent alone writes files. Every number comes from library calls
+(`workbench.metrics.summarize`, `aggregation_benefit`, the series functions via `figures`); this
+module only decides what to run and with which workload and duration:
+
+* workload: ``auto`` = a finite transfer of the delivered bytes when the capture shows a finished
+  transfer (DATA_FIN seen in the data direction, nothing left undelivered), else bulk;
+* duration: ``--duration`` when given, else the main connection's duration in the capture (bulk
+  replays are cut there). A finite replay ends by itself; its cap is then ``FINITE_CAP_FACTOR`` x
+  the capture's duration, so a scheduler slower than the kernel is still seen finishing;
+* connection settings of capture replays: what the capture says (MSS, header bytes per segment, the
+  client's delay before joining subflows: `workbench.compare.replay_settings`), a receiver modelled
+  as upstream Linux (no quick-ACK on connection-level reordering, 32 MiB receive buffer, autotuned
+  send buffer) as `workbench.compare` does, and ``--cc``; when the capture cannot say (CSV exports
+  have no frame lengths) the engine's defaults, with a note;
+* non-capture inputs (timelines, scenario, rate/mahimahi traces) have no observed row; their duration
+  is ``--duration``, else the scenario's ``duration_s``, else the timelines' span, else 10 s. A
+  scenario's own workload and connection settings are used (`workbench.scenario.load_scenario`);
+  the report's ``--seed`` replaces the file's, so one seed governs the whole report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import InputError
+from workbench.report.jobs import JobSpec
+
+__all__ = ["FINITE_CAP_FACTOR", "ReportSettings", "file_sha256", "run_job"]
+
+FINITE_CAP_FACTOR = 4
+DEFAULT_DURATION_NS = 10_000_000_000
+# When a timeline or rate file gives no delay, the replay needs one: stated in the page notes.
+DEFAULT_OWD_NS = 20_000_000
+# Linux tcp_rmem max: what an upstream client's receive buffer autotunes up to (as workbench.compare).
+_RCV_BUF_BYTES = 32 << 20
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """Everything that decides a report's numbers besides its inputs (recorded in manifest.json)."""
+
+    schedulers: tuple[str, ...]
+    params: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()   # (scheduler, ((key, value), ...))
+    seed: int = 0
+    duration_ns: int | None = None
+    workload: str = "auto"             # auto | bulk | finite
+    baselines: bool = True
+    cc: str = "cubic"                  # congestion control of capture replays (scenarios say their own)
+    max_points: int = 600              # per figure trace (display thinning only)
+
+    def params_of(self, name: str) -> dict[str, Any]:
+        return dict(dict(self.params).get(name, ()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schedulers": list(self.schedulers),
+                "params": {k: dict(v) for k, v in self.params},
+                "seed": self.seed, "duration_ns": self.duration_ns, "workload": self.workload,
+                "baselines": self.baselines, "cc": self.cc, "max_points": self.max_points}
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (what manifest.json records to pin an input)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, InputError):
+        text = str(e)
+    else:
+        text = f"{type(e).__name__}: {e}"
+    return " ".join(text.split()) or type(e).__name__
+
+
+class _Steps:
+    """Progress of one job in steps; `tick` reports to the caller's callback when there is one."""
+
+    def __init__(self, total: int, cb: Progress | None) -> None:
+        self.total, self.done, self.cb = total, 0, cb
+
+    def tick(self, label: str, n: int = 1) -> None:
+        self.done += n
+        if self.cb is not None:
+            self.cb(min(self.done, self.total), self.total, label)
+
+
+def _finite_transfer(events: Any, summary: dict[str, Any]) -> bool:
+    import polars as pl
+    data_dir = summary.get("data_dir")
+    fin = events.filter((pl.col("dir") == data_dir) & pl.col("data_fin").fill_null(False))
+    return bool(fin.height and summary.get("delivered_bytes") and not summary.get("undelivered_bytes"))
+
+
+def _input_timelines(spec: JobSpec) -> tuple[Any, Any, Any, int | None]:
+    """Timelines of a non-capture input, and what the file itself asks for: workload, connection
+    settings and duration (None where it says nothing)."""
+    from workbench.timeline import Timelines, load_timelines, read_mahimahi, read_rate_csv, read_scenario
+    path = Path(spec.files[0])
+    if spec.kind == "timelines":
+        return load_timelines(path), None, None, None
+    if spec.kind == "scenario":
+        from workbench.scenario import load_scenario
+        sc = load_scenario(path)
+        return read_scenario(path), sc.workload, sc.conn, sc.duration_ns
+    if spec.kind == "rate":
+        return Timelines([read_rate_csv(path, kind="capacity", name=path.stem)]), None, None, None
+    if spec.kind == "mahimahi":
+        return Timelines([read_mahimahi(path, name=path.stem)]), None, None, None
+    raise InputError(path, f"cannot take timelines from a {spec.kind} input")
+
+
+def _capture_connection(cap: Any, conn: int, cc: str, notes: list[str]) -> Any:
+    """Connection settings of a capture's replays (see the module docstring)."""
+    from workbench.replay import ConnectionConfig
+    try:
+        from workbench.compare import replay_settings
+        rs = replay_settings(cap, conn)
+        return ConnectionConfig(mss_bytes=int(rs["mss_bytes"]), header_bytes=int(rs["header_bytes"]), cc=cc,
+                                send_buf_bytes=None, rcv_buf_bytes=_RCV_BUF_BYTES, quickack_on_meta_ooo=False,
+                                join_delay_ns=int(rs["join_delay_ns"]))
+    except (ImportError, InputError, TypeError, ValueError) as e:
+        # CSV exports carry no frame lengths, so header bytes cannot be read off them.
+        notes.append(f"connection settings not readable from the capture ({_one_line(e)}): engine defaults used")
+        return ConnectionConfig(cc=cc, send_buf_bytes=None, rcv_buf_bytes=_RCV_BUF_BYTES, quickack_on_meta_ooo=False)
+
+
+def _timelines_span_ns(timelines: Any) -> int | None:
+    spans = []
+    for tl in timelines.values():
+        if tl.end_ns is not None:
+            spans.append(int(tl.end_ns))
+        elif tl.steps.height > 1:
+            spans.append(int(tl.steps["t_ns"][-1]))
+    return max(spans) if spans else None
+
+
+def _summary_row(base: dict[str, Any], events: Any, samples: Any, conn: int | None) -> dict[str, Any]:
+    from workbench.metrics import summarize
+    return base | summarize(events, samples, conn=conn)
+
+
+def run_job(spec: JobSpec, settings: ReportSettings, progress: Progress | None = None) -> dict[str, Any]:
+    """Run one input; never raises for a bad input: the result's ``status`` is "ok", "partial"
+    (observed metrics only, the replay could not be set up: ``note`` says why) or "error" (``error``
+    is the one-line reason)."""
+    t0 = time.perf_counter()
+    result: dict[str, Any] = {
+        "id": spec.id, "label": spec.label, "kind": spec.kind, "status": "error", "error": spec.error,
+        "note": None, "files": [], "warnings": [], "notes": [], "metrics_parquet": None, "figures": None,
+        "workload": None, "duration_ns": None, "connection": None, "wall_s": 0.0, "trace": None,
+    }
+    for f in [*spec.files, *([spec.peer] if spec.peer else [])]:
+        role = "peer" if f == spec.peer else "input"
+        try:
+            result["files"].append({"path": f, "role": role, "sha256": file_sha256(f), "bytes": Path(f).stat().st_size})
+        except OSError:
+            result["files"].append({"path": f, "role": role, "sha256": None, "bytes": None})
+    if spec.error is not None:
+        return result
+    try:
+        _run(spec, settings, progress, result)
+    except InputError as e:
+        result["status"], result["error"] = "error", _one_line(e)
+    except Exception as e:  # one bad input never aborts the batch
+        result["status"], result["error"] = "error", _one_line(e)
+        result["trace"] = traceback.format_exc()
+    result["wall_s"] = time.perf_counter() - t0
+    return result
+
+
+def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, result: dict[str, Any]) -> None:
+    import polars as pl
+
+    from workbench.metrics import aggregation_benefit
+    from workbench.replay import Bulk, ConnectionConfig, Finite, run_replay, run_single_path_baselines
+    from workbench.report import figures
+    from workbench.schedulers import get
+    from workbench.timeline import estimate_timelines, fill_unknown, timeline_figure, to_path_configs
+
+    n_steps = 3 + len(settings.schedulers) + (1 if settings.baselines else 0)
+    steps = _Steps(n_steps, progress)
+    common = {"input": spec.label, "input_id": spec.id, "seed": settings.seed}
+    rows: list[dict[str, Any]] = []
+    fig_sources: list[figures.SourceData] = []
+    notes: list[str] = result["notes"]
+
+    observed = None
+    if spec.kind in ("capture", "csv"):
+        from workbench.capture import load
+        src: Any = spec.files[0] if spec.kind == "capture" else list(spec.files)
+        cap = load(src, peer=spec.peer, path_names=dict(spec.path_names) or None)
+        result["warnings"] = list(cap.warnings)
+        conn = cap.main_connection
+        ev = cap.connection(conn)
+        steps.tick("observed metrics")
+        obs = _summary_row(common | {"source": "observed", "kind": "observed"}, ev, None, conn)
+        c = cap.connections.filter(pl.col("conn") == conn).row(0, named=True)
+        capture_ns = int(c["end_ns"] - c["start_ns"]) if c["end_ns"] is not None else 0
+        if not obs.get("delivered_bytes"):
+            # Nothing was delivered (a handshake-only capture): observed row and page, no replay.
+            rows.append(obs)
+            fig_sources.append(figures.source_data("observed", "observed", ev, None, conn, settings.max_points))
+            result["status"], result["note"] = "partial", "no data delivered in the capture: nothing to replay"
+            _finish(result, rows, fig_sources, None, steps)
+            return
+        finite = settings.workload == "finite" or (settings.workload == "auto" and _finite_transfer(ev, obs))
+        if finite:
+            size = int(obs["delivered_bytes"])
+            workload: Any = Finite(size)
+            result["workload"] = f"finite {size} bytes (delivered in the capture)"
+            cap_ns = settings.duration_ns or max(capture_ns, 1_000_000_000) * FINITE_CAP_FACTOR
+        else:
+            workload = Bulk()
+            result["workload"] = "bulk"
+            cap_ns = settings.duration_ns or capture_ns
+        observed = (ev, conn)
+        rows.append(obs)
+        fig_sources.append(figures.source_data("observed", "observed", ev, None, conn, settings.max_points))
+        if obs.get("data_dir") != "s2c":
+            result["status"], result["note"] = "partial", ("the replay models downloads (server to client); "
+                                                           "this connection uploads")
+            _finish(result, rows, fig_sources, None, steps)
+            return
+        cfg = _capture_connection(cap, conn, settings.cc, notes)
+        try:
+            timelines = estimate_timelines(ev)
+        except InputError as e:
+            result["status"], result["note"] = "partial", f"no path timelines: {_one_line(e)}"
+            _finish(result, rows, fig_sources, None, steps)
+            return
+    else:
+        timelines, file_workload, file_cfg, file_ns = _input_timelines(spec)
+        cap_ns = settings.duration_ns or file_ns or _timelines_span_ns(timelines) or DEFAULT_DURATION_NS
+        workload = file_workload if file_workload is not None else Bulk()
+        result["workload"] = "bulk" if file_workload is None else f"from the file: {file_workload!r}"
+        cfg = file_cfg if file_cfg is not None else ConnectionConfig(cc=settings.cc)
+        steps.tick("timelines read")
+    result["duration_ns"] = cap_ns
+    result["connection"] = asdict(cfg)
+    steps.tick("path timelines")
+
+    try:
+        paths = to_path_configs(timelines, duration_ns=cap_ns, default_owd_ns=DEFAULT_OWD_NS)
+    except InputError as e:
+        if observed is None:
+            raise
+        result["status"], result["note"] = "partial", f"cannot replay: {_one_line(e)}"
+        _finish(result, rows, fig_sources, timeline_figure(timelines).to_json(), steps)
+        return
+    for tl in timelines.values():
+        filled = fill_unknown(tl, default_owd_ns=DEFAULT_OWD_NS)
+        notes.extend(f"{tl.name}: {n}" for n in filled.notes if n not in tl.notes)
+    tl_fig_json = timeline_figure(timelines).to_json()
+
+    sched_rows: list[dict[str, Any]] = []
+    for name in settings.schedulers:
+        r = run_replay(paths, get(name, **settings.params_of(name)), workload=workload, conn=cfg,
+                       seed=settings.seed, duration_ns=cap_ns)
+        row = _summary_row(common | {"source": name, "kind": "scheduler"}, r.events, r.samples, None)
+        sched_rows.append(row)
+        fig_sources.append(figures.source_data(name, "scheduler", r.events, r.samples, None, settings.max_points))
+        steps.tick(f"replay {name}")
+    base_rows: list[dict[str, Any]] = []
+    if settings.baselines:
+        base = run_single_path_baselines(paths, workload=workload, conn=cfg, seed=settings.seed,
+                                         duration_ns=cap_ns)
+        for pname, r in base.items():
+            row = _summary_row(common | {"source": f"baseline:{pname}", "kind": "baseline"}, r.events, r.samples,
+                               None)
+            base_rows.append(row)
+        single_bps = [float(b.get("goodput_mbps") or 0.0) for b in base_rows]
+        if single_bps and any(single_bps):
+            # Kaspar's B of each multipath row against the best single path (observed included).
+            for row in [*rows, *sched_rows]:
+                g = row.get("goodput_mbps")
+                row["aggregation_benefit"] = aggregation_benefit(float(g), single_bps) if g is not None else None
+        steps.tick("single-path baselines")
+    rows.extend(sched_rows)
+    rows.extend(base_rows)
+    result["status"] = "ok"
+    _finish(result, rows, fig_sources, tl_fig_json, steps)
+
+
+def _finish(result: dict[str, Any], rows: list[dict[str, Any]], fig_sources: list[Any], tl_fig_json: str | None,
+            steps: _Steps) -> None:
+    import polars as pl
+
+    from workbench.report import figures
+
+    table = pl.DataFrame(rows, infer_schema_length=None)
+    buf = io.BytesIO()
+    table.write_parquet(buf)
+    result["metrics_parquet"] = buf.getvalue()
+    result["figures"] = figures.page_figure_data(fig_sources, rows, tl_fig_json)
+    result["error"] = None
+    steps.tick("figures", n=steps.total - steps.done)
