@@ -9,7 +9,20 @@ A user can also pass their own instance to ``run_replay`` without registering it
 
 from __future__ import annotations
 
-from workbench.schedulers import _minrtt, _redundant, _roundrobin, _upstream  # noqa: F401  (registration)
+from workbench.schedulers import (  # noqa: F401  (importing a module registers its scheduler)
+    _blest,
+    _daps,
+    _drepas,
+    _ecf,
+    _minrtt,
+    _otias,
+    _rbp,
+    _redundant,
+    _roundrobin,
+    _stms,
+    _sttf,
+    _upstream,
+)
 from workbench.schedulers._minrtt import MinRTT, MinRTTNoOR
 from workbench.schedulers._redundant import Redundant
 from workbench.schedulers._registry import SchedulerInfo, available, get, info, register

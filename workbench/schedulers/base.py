@@ -342,7 +342,7 @@ class Layer(Scheduler):
     def on_start(self, conn: ConnView, subflows: list[SubflowView]) -> None:
         self.inner.on_start(conn, subflows)
 
-    def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
+    def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | tuple[int, int, int] | None:
         return self.inner.select(conn, self.usable(conn, subflows))
 
     def on_ack(self, conn: ConnView, sf: SubflowView, now_ns: int) -> None:
