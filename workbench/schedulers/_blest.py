@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from workbench.schedulers._minrtt import MinRTT, get_available_subflow
+from workbench.schedulers._minrtt import MinRTT
 from workbench.schedulers._registry import register
 from workbench.schedulers.base import ConnView, Decision, ParamSpec, SubflowView
 
@@ -98,34 +98,17 @@ class BLEST(MinRTT):
         self._reset()
 
     def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
-        rh = conn.reinject_head
-        if rh >= 0:
-            sf = get_available_subflow(subflows, conn.seg_path_mask(rh), True)
-            if sf is None or self._should_wait(conn, subflows, sf, conn.seg_len(rh)):
-                return None
-            return Decision(sf.index, rh)
-        head = conn.head
-        if head >= conn.n_segs:
-            if self.opportunistic and conn.send_buffer_full:
-                sf = get_available_subflow(subflows, 0, False)
-                if sf is not None:
-                    seg = self._rcv_buf_optimization(conn, subflows, sf, penal=False)
-                    if seg >= 0:
-                        return Decision(sf.index, seg)
-            return None
-        sf = get_available_subflow(subflows, 0, True)
-        if sf is None or self._should_wait(conn, subflows, sf, conn.seg_len(head)):
-            return None
-        if not conn.window_allows(head):
-            if not self.opportunistic:
-                self._retrans_flag = True  # the window stall itself is the blocking signal
-                return None
-            seg = self._rcv_buf_optimization(conn, subflows, sf, penal=True)
-            return Decision(sf.index, seg) if seg >= 0 else None
-        n = sf.cwnd - sf.in_flight - sf.queued
-        if n > 1 and sf.index != self._fastest_index(subflows):
-            n = 1  # on the slow path each segment gets its own BLEST test (kernel: per skb)
-        return Decision(sf.index, -1, n if n > 1 else 1)
+        return self._select_with_wait(conn, subflows)
+
+    def _window_blocked(self, conn: ConnView, subflows: list[SubflowView], sf: SubflowView) -> Decision | None:
+        if not self.opportunistic:
+            self._retrans_flag = True  # the window stall itself is the blocking signal
+        return super()._window_blocked(conn, subflows, sf)
+
+    def _segments_for(self, sf: SubflowView, subflows: list[SubflowView]) -> int:
+        # On the slow path each segment gets its own BLEST test (kernel: per skb).
+        n = super()._segments_for(sf, subflows)
+        return 1 if n > 1 and sf.index != self._fastest_index(subflows) else n
 
     def _rcv_buf_optimization(self, conn: ConnView, subflows: list[SubflowView], sf: SubflowView, *,
                               penal: bool) -> int:
@@ -143,9 +126,9 @@ class BLEST(MinRTT):
                 best, best_rtt = x.index, x.srtt_us8
         return best
 
-    def _should_wait(self, conn: ConnView, subflows: list[SubflowView], best: SubflowView,
-                     seg_len: int) -> bool:
+    def _should_wait(self, conn: ConnView, subflows: list[SubflowView], best: SubflowView, seg: int) -> bool:
         """blest_get_available_subflow's test; True = return NULL (wait for the fast subflow)."""
+        seg_len = conn.seg_len(seg)
         minsk = None
         mins = self._min_srtt_us8
         maxs = self._max_srtt_us8

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from workbench.schedulers._minrtt import MinRTT, get_available_subflow
+from workbench.schedulers._minrtt import MinRTT
 from workbench.schedulers._registry import register
 from workbench.schedulers.base import ConnView, Decision, ParamSpec, SubflowView
 
@@ -114,33 +114,9 @@ class ECF(MinRTT):
             self.rtt_dev.update(sf)
 
     def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
-        rh = conn.reinject_head
-        if rh >= 0:
-            sf = get_available_subflow(subflows, conn.seg_path_mask(rh), True)
-            if sf is None or self._should_wait(conn, subflows, sf):
-                return None
-            return Decision(sf.index, rh)
-        head = conn.head
-        if head >= conn.n_segs:
-            if self.opportunistic and conn.send_buffer_full:
-                sf = get_available_subflow(subflows, 0, False)
-                if sf is not None:
-                    seg = self._rcv_buf_optimization(conn, subflows, sf, penal=False)
-                    if seg >= 0:
-                        return Decision(sf.index, seg)
-            return None
-        sf = get_available_subflow(subflows, 0, True)
-        if sf is None or self._should_wait(conn, subflows, sf):
-            return None
-        if not conn.window_allows(head):
-            if not self.opportunistic:
-                return None
-            seg = self._rcv_buf_optimization(conn, subflows, sf, penal=True)
-            return Decision(sf.index, seg) if seg >= 0 else None
-        n = sf.cwnd - sf.in_flight - sf.queued
-        return Decision(sf.index, -1, n if n > 1 else 1)
+        return self._select_with_wait(conn, subflows)
 
-    def _should_wait(self, conn: ConnView, subflows: list[SubflowView], best: SubflowView) -> bool:
+    def _should_wait(self, conn: ConnView, subflows: list[SubflowView], best: SubflowView, seg: int) -> bool:
         """ecf_get_available_subflow's test; True = return NULL (wait for the fast subflow)."""
         minsk = None
         for x in subflows:  # "fast" = min srtt over every subflow that can send

@@ -103,19 +103,10 @@ class MinRTT(Scheduler):
     def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
         rh = conn.reinject_head
         if rh >= 0:
-            sf = get_available_subflow(subflows, conn.seg_path_mask(rh), True)
-            if sf is None:
-                return None
-            return Decision(sf.index, rh)
+            return self._reinject(conn, subflows, rh)
         head = conn.head
         if head >= conn.n_segs:
-            if self.opportunistic and conn.send_buffer_full:
-                sf = get_available_subflow(subflows, 0, False)
-                if sf is not None:
-                    seg = self._rcv_buf_optimization(conn, subflows, sf, penal=False)
-                    if seg >= 0:
-                        return Decision(sf.index, seg)
-            return None
+            return self._when_all_sent(conn, subflows)
         # New data (path mask 0): get_available_subflow inlined for the common case (hot path).
         sf = None
         best_rtt = _INF
@@ -143,12 +134,60 @@ class MinRTT(Scheduler):
             if sf is None:
                 return None
         if not conn.window_allows(head):
-            if not self.opportunistic:
-                return None
-            seg = self._rcv_buf_optimization(conn, subflows, sf, penal=True)
-            return Decision(sf.index, seg) if seg >= 0 else None
+            return self._window_blocked(conn, subflows, sf)
         n = sf.cwnd - sf.in_flight - sf.queued
         return (sf.index, -1, n if n > 1 else 1)  # a plain tuple is a Decision (hot path)
+
+    # The same decisions step by step, for the schedulers built on minRTT that may decline the
+    # subflow it picks and wait for a faster one (ECF, BLEST: the kernel copies of this function).
+
+    def _should_wait(self, conn: ConnView, subflows: list[SubflowView], sf: SubflowView, seg: int) -> bool:
+        """Whether to leave segment ``seg`` unsent rather than put it on ``sf`` now. minRTT never waits."""
+        return False
+
+    def _segments_for(self, sf: SubflowView, subflows: list[SubflowView]) -> int:
+        """How many new segments one decision gives ``sf``: all its cwnd room."""
+        n = sf.cwnd - sf.in_flight - sf.queued
+        return n if n > 1 else 1
+
+    def _select_with_wait(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
+        """`select` for subclasses with a `_should_wait` test (minRTT's own is inlined for speed)."""
+        rh = conn.reinject_head
+        if rh >= 0:
+            return self._reinject(conn, subflows, rh)
+        head = conn.head
+        if head >= conn.n_segs:
+            return self._when_all_sent(conn, subflows)
+        sf = get_available_subflow(subflows, 0, True)
+        if sf is None or self._should_wait(conn, subflows, sf, head):
+            return None
+        if not conn.window_allows(head):
+            return self._window_blocked(conn, subflows, sf)
+        return Decision(sf.index, -1, self._segments_for(sf, subflows))
+
+    def _reinject(self, conn: ConnView, subflows: list[SubflowView], rh: int) -> Decision | None:
+        """The reinjection queue's head goes first, to a subflow that has not carried it."""
+        sf = get_available_subflow(subflows, conn.seg_path_mask(rh), True)
+        if sf is None or self._should_wait(conn, subflows, sf, rh):
+            return None
+        return Decision(sf.index, rh)
+
+    def _when_all_sent(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
+        """Nothing new to send: with a full send buffer, opportunistically retransmit (§1.4)."""
+        if self.opportunistic and conn.send_buffer_full:
+            sf = get_available_subflow(subflows, 0, False)
+            if sf is not None:
+                seg = self._rcv_buf_optimization(conn, subflows, sf, penal=False)
+                if seg >= 0:
+                    return Decision(sf.index, seg)
+        return None
+
+    def _window_blocked(self, conn: ConnView, subflows: list[SubflowView], sf: SubflowView) -> Decision | None:
+        """The MPTCP window does not allow new data: opportunistic retransmission with penalization."""
+        if not self.opportunistic:
+            return None
+        seg = self._rcv_buf_optimization(conn, subflows, sf, penal=True)
+        return Decision(sf.index, seg) if seg >= 0 else None
 
     def _rcv_buf_optimization(self, conn: ConnView, subflows: list[SubflowView], sf: SubflowView, *,
                               penal: bool) -> int:
