@@ -249,11 +249,13 @@ def compare(
 from workbench.cli_replay import replay_command, schedulers_command  # noqa: E402  (needs the helpers above)
 from workbench.report.cli import report_command  # noqa: E402
 from workbench.tune.cli import tune_command  # noqa: E402
+from workbench.ui.cli import ui_command  # noqa: E402  (imports typer only, no streamlit)
 
 app.command("replay")(replay_command)
 app.command("schedulers")(schedulers_command)
 app.command("report")(_user_errors(report_command))
 app.command("tune")(_user_errors(tune_command))
+app.command("ui")(ui_command)
 
 
 def main() -> None:
