@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,23 +18,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _browser import CHROMIUM, CHROMIUM_ARGS, free_port
+from _paths import SHARED_TRACES
 
-CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
-SHARED_LAB = Path("/work/shared/traces/lab")
+SHARED_LAB = SHARED_TRACES / "lab"
 C07_CLIENT = SHARED_LAB / "c07" / "client.pcap" if (SHARED_LAB / "c07").is_dir() else ROOT / "traces/lab/c07/client.pcap"
 C05 = SHARED_LAB / "c05"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium missing")]
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +40,7 @@ def parse_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, parse_cache: Path) -> Iterator[str]:
     """`streamlit run app.py` on a free local port."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     env = os.environ | {"WORKBENCH_CACHE": str(parse_cache), "WORKBENCH_MAX_UPLOAD_MB": "64"}
     with open(log, "wb") as out:
@@ -84,7 +77,7 @@ def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             yield b
         finally:

@@ -5,7 +5,6 @@ every figure the page emitted renders (a .js-plotly-plot with an svg.main-svg in
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -13,23 +12,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from _browser import CHROMIUM, CHROMIUM_ARGS, free_port
 
 from workbench.report import resolve_settings, run_report
 
-CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 C07 = ROOT / "traces" / "lab" / "c07"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium missing")]
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +31,7 @@ def served(tmp_path_factory: pytest.TempPathFactory):
     bad.write_bytes(b"not a capture at all\n")
     o = run_report([str(C07), str(bad)], out, resolve_settings("all"), jobs=1, show_progress=False)
     assert o.n_ok == 1 and o.n_failed == 1
-    port = _free_port()
+    port = free_port()
     srv = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                             "--directory", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -64,7 +56,7 @@ def test_index_and_page_render_every_figure_without_console_errors(served) -> No
     ok = next(i for i in man["inputs"] if i["status"] == "ok")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 900})
             problems: list[str] = []

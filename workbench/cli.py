@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from workbench._text import fmt_value
 from workbench.errors import InputError
 
 app = typer.Typer(
@@ -66,12 +67,7 @@ def _root() -> None:
     """MPTCP trace-replay workbench: captures -> path timelines -> scheduler replays -> metrics."""
 
 
-def _fmt(v: Any, digits: int = 2) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
+_fmt = fmt_value
 
 
 @app.command()

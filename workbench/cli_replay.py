@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from workbench._text import fmt_value as _fmt
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -207,14 +208,6 @@ def _write_outputs(out_dir: Path, files: dict[str, bytes]) -> list[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return [out_dir / name for name in files]
-
-
-def _fmt(v: Any, digits: int = 2) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
 
 
 def _print_report(plan: _Plan, report: dict[str, Any]) -> None:

@@ -135,15 +135,24 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _import_module(modname: str, spec: str, extra_dirs: list[Path]) -> Any:
+def _try_import(modname: str, spec: str) -> Any:
+    """The module, or None when the module itself is not found (an import error inside it, or of
+    something it needs, is the user's problem to see: one line)."""
     try:
         return importlib.import_module(modname)
     except ModuleNotFoundError as e:
         if e.name is None or not (modname == e.name or modname.startswith(e.name + ".")):
             raise InputError(None, f"{spec!r}: importing module {modname!r} failed: {_first_line(e)}") from None
+        return None
     except Exception as e:
         raise InputError(None, f"{spec!r}: importing module {modname!r} failed: {type(e).__name__}: "
                                f"{_first_line(e)}") from None
+
+
+def _import_module(modname: str, spec: str, extra_dirs: list[Path]) -> Any:
+    module = _try_import(modname, spec)
+    if module is not None:
+        return module
     # not on sys.path: try the base folder and the current folder (a console script does not put
     # the current folder on sys.path, `python -m` does; users expect both to work)
     for d in extra_dirs:
@@ -151,15 +160,11 @@ def _import_module(modname: str, spec: str, extra_dirs: list[Path]) -> Any:
             continue
         sys.path.insert(0, str(d))
         try:
-            return importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name is None or not (modname == e.name or modname.startswith(e.name + ".")):
-                raise InputError(None, f"{spec!r}: importing module {modname!r} failed: {_first_line(e)}") from None
-        except Exception as e:
-            raise InputError(None, f"{spec!r}: importing module {modname!r} failed: {type(e).__name__}: "
-                                   f"{_first_line(e)}") from None
+            module = _try_import(modname, spec)
         finally:
             sys.path.remove(str(d))
+        if module is not None:
+            return module
     # the spec goes in quotes, never as the error's source: "mod:X:" would read as an emoji code
     raise InputError(None, f"{spec!r}: no module named {modname!r} (not on sys.path, not in "
                            f"{', '.join(str(d) for d in extra_dirs)})")
