@@ -9,7 +9,9 @@ want_test_tools="${1:-}"   # "--test" also installs what the test suite needs (h
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-packages=(tshark python3-venv python3-pip)
+# gcc + Python headers compile the replay engine's core with mypyc (setup.py); without them it runs
+# as Python at half the speed.
+packages=(tshark python3-venv python3-pip gcc python3-dev)
 [ "$want_test_tools" = "--test" ] && packages+=(chromium)
 missing=()
 for p in "${packages[@]}"; do
@@ -29,9 +31,10 @@ if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 
-# Reinstall only when the dependency list changed.
+# Reinstall only when the dependencies or the compiled engine modules changed (a compiled module
+# older than its source is refused at import time).
 stamp=".venv/.workbench-installed"
-digest=$(sha256sum pyproject.toml | cut -d' ' -f1)
+digest=$(cat pyproject.toml setup.py workbench/replay/{events,link,tcp,mptcp}.py | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   echo "[setup] installing the project into .venv"
   .venv/bin/python -m pip install -q --upgrade pip

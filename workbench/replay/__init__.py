@@ -12,11 +12,19 @@ The engine never imports polars at module level except in ``tables.py`` (buildin
 
 from __future__ import annotations
 
-from workbench.replay.mptcp import ConnectionConfig
-from workbench.replay.paths import PathConfig, StepSeries
-from workbench.replay.pcap import write_pcap
-from workbench.replay.run import ReplayResult, run_replay, run_single_path_baselines
-from workbench.replay.workload import AppTrace, Bulk, Bursts, Finite, Workload
+import os
+
+from workbench.replay._compiled import check_compiled_engine, engine_is_compiled, use_python_engine
+
+if os.environ.get("WORKBENCH_PURE_PYTHON"):
+    use_python_engine()
+check_compiled_engine()  # before importing them: a stale compiled module would hide source edits
+
+from workbench.replay.mptcp import ConnectionConfig  # noqa: E402
+from workbench.replay.paths import PathConfig, StepSeries  # noqa: E402
+from workbench.replay.pcap import write_pcap  # noqa: E402
+from workbench.replay.run import ReplayResult, run_replay, run_single_path_baselines  # noqa: E402
+from workbench.replay.workload import AppTrace, Bulk, Bursts, Finite, Workload  # noqa: E402
 
 __all__ = [
     "AppTrace",
@@ -28,6 +36,7 @@ __all__ = [
     "ReplayResult",
     "StepSeries",
     "Workload",
+    "engine_is_compiled",
     "run_replay",
     "run_single_path_baselines",
     "write_pcap",

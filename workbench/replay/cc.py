@@ -123,7 +123,7 @@ class CUBIC(CongestionControl):
                 st.tcp_cwnd = cwnd
                 if st.last_max_cwnd <= cwnd:
                     st.k = 0.0
-                    st.origin = cwnd
+                    st.origin = float(cwnd)
                 else:
                     st.k = ((st.last_max_cwnd - cwnd) / _C) ** (1 / 3)
                     st.origin = st.last_max_cwnd
@@ -157,7 +157,7 @@ class CUBIC(CongestionControl):
         if sf.cwnd < st.last_max_cwnd:  # fast convergence
             st.last_max_cwnd = sf.cwnd * (1024 + 717) / 2048
         else:
-            st.last_max_cwnd = sf.cwnd
+            st.last_max_cwnd = float(sf.cwnd)
         return max(int(sf.cwnd * _BETA), 2)
 
     def on_state(self, sf: SubflowSender, state: int, now_ns: int) -> None:

@@ -443,7 +443,7 @@ class SubflowSender:
                     retrans_acked = True
                 else:
                     first_tx = self.stx[una]
-                ack_range = ()
+                ack_range = range(0)
             else:
                 ack_range = range(una, ack)
             for i in ack_range:
