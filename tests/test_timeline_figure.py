@@ -51,3 +51,20 @@ def test_plotly_only_imported_by_the_figure() -> None:
     code = "import sys, workbench.timeline; print('plotly' in sys.modules, 'workbench.replay' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_figure_does_not_take_the_process_default_template() -> None:
+    # Streamlit (the page) replaces plotly's default template with a theme of placeholder colours;
+    # a figure written to a report file must not pick that up.
+    import plotly.io as pio
+
+    from workbench.timeline import read_rate_csv
+
+    before = pio.templates.default
+    try:
+        pio.templates.default = "ggplot2"
+        fig = timeline_figure(Timelines([read_rate_csv(SHARED_TRACES / "lab" / "v01" / "rate1.csv", kind="capacity")]))
+    finally:
+        pio.templates.default = before
+    assert fig.layout.template.layout.plot_bgcolor == pio.templates["plotly"].layout.plot_bgcolor != \
+        pio.templates["ggplot2"].layout.plot_bgcolor

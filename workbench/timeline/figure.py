@@ -63,6 +63,8 @@ def timeline_figure(timelines: Timelines | PathTimeline, *, title: str | None = 
                 ), row=row, col=1)
                 shown.add(key)
     fig.update_xaxes(title_text="time (s)", row=3, col=1)
+    # An explicit template: the process default can be another library's (Streamlit installs a
+    # theme template whose placeholder colours only its own front end resolves).
     fig.update_layout(title=title or "Path timelines", hovermode="x unified", height=750,
-                      legend={"groupclick": "togglegroup"})
+                      legend={"groupclick": "togglegroup"}, template="plotly")
     return fig

@@ -204,6 +204,9 @@ def page(summary: Mapping[str, Any], evaluation: Evaluation | None, figs: Sequen
         if isinstance(fig, str):
             parts.append(f"<p class='note'>{html.escape(fig)}</p>")
             continue
+        # An explicit template: the process default may be Streamlit's theme (placeholder colours
+        # only its front end resolves) when the page runs the tuning.
+        fig.update_layout(template="plotly")
         # plotly.js inlined once (offline, self-contained); later figures reuse it.
         parts.append(fig.to_html(full_html=False, include_plotlyjs=first))
         first = False
