@@ -36,7 +36,14 @@ from typing import ClassVar
 
 from workbench.schedulers._minrtt import get_available_subflow
 from workbench.schedulers._registry import register
-from workbench.schedulers.base import ConnView, Decision, ParamSpec, Scheduler, SubflowView, is_available
+from workbench.schedulers.base import (
+    ConnView,
+    Decision,
+    ParamSpec,
+    Scheduler,
+    SubflowView,
+    lowest_rtt_available,
+)
 
 __all__ = ["DAPS", "lcm_c_int32"]
 
@@ -235,10 +242,7 @@ class DAPS(Scheduler):
         old = conn.oldest_unacked
         if old < 0:
             return None
-        best = None
-        for sf in subflows:
-            if is_available(sf) and sf.srtt_us8 and (best is None or sf.srtt_us8 < best.srtt_us8):
-                best = sf
+        best = lowest_rtt_available(subflows)
         if best is None or best.carried(old):
             return None
         return Decision(best.index, old)

@@ -46,6 +46,7 @@ from workbench.schedulers.base import (
     Scheduler,
     SubflowView,
     is_available,
+    lowest_rtt_available,
 )
 
 __all__ = ["STTF", "sttf_transfer_time_ns"]
@@ -223,10 +224,7 @@ class STTF(Scheduler):
         old = conn.oldest_unacked
         if old < 0:
             return None
-        sf = None
-        for x in subflows:
-            if is_available(x) and x.srtt_us8 and (sf is None or x.srtt_us8 < sf.srtt_us8):
-                sf = x
+        sf = lowest_rtt_available(subflows)
         if sf is None or sf.carried(old):
             return None
         do = False

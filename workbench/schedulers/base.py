@@ -223,6 +223,16 @@ def is_available(sf: SubflowView, *, cwnd_test: bool = True, strict_queue: bool 
     return q < space if strict_queue else q <= space
 
 
+def lowest_rtt_available(subflows: list[SubflowView]) -> SubflowView | None:
+    """The available subflow (cwnd room, see `is_available`) with the lowest srtt that has an RTT
+    sample yet; the first one listed wins a tie. None if there is none."""
+    best = None
+    for sf in subflows:
+        if is_available(sf) and sf.srtt_us8 and (best is None or sf.srtt_us8 < best.srtt_us8):
+            best = sf
+    return best
+
+
 class Scheduler:
     """Base class. Subclasses set the class attributes and implement `select`.
 
