@@ -1,10 +1,10 @@
-"""Golden runs, htsim-style: small replays whose PacketEvents are stored bit-exact under
+"""Golden runs, htsim-style: small experiments whose PacketEvents are stored bit-exact under
 ``tests/golden/`` and compared exactly by ``tests/test_golden.py``. They pin the model's behaviour
 under every refactor and port of the engine.
 
 Each scenario is 2-3 s of simulated time; together they cover lossless and lossy, constant and
 time-varying paths, finite and bulk transfers and a receive-buffer-limited connection, and each runs
-with every built-in scheduler and layer.
+with every built-in scheduler and layer on the ``model`` backend.
 
 Rewrite them (after a change that is *meant* to change behaviour; say why in the commit message):
 
@@ -25,37 +25,44 @@ _MS = 1_000_000
 _S = 1_000_000_000
 
 
-def _scenarios() -> dict[str, Callable[[], dict]]:
-    from workbench.replay import Bulk, ConnectionConfig, Finite, PathConfig, StepSeries
+def _scenarios() -> dict[str, Callable[[str], object]]:
+    from workbench.experiment import (
+        BulkWorkload,
+        FiniteWorkload,
+        StepSeries,
+        experiment_from_paths,
+        stack_profile,
+        two_way_path,
+    )
 
     def two_const(*, loss_wifi: float = 0.0, loss_lte: float = 0.0) -> list:
-        return [PathConfig.constant("wifi", rate_bps=12e6, owd_ns=10 * _MS, buffer_bytes=40_000, loss=loss_wifi),
-                PathConfig.constant("lte", rate_bps=6e6, owd_ns=35 * _MS, buffer_bytes=80_000, loss=loss_lte)]
+        return [two_way_path("wifi", rate_bps=12e6, owd_ns=10 * _MS, buffer_bytes=40_000, loss=loss_wifi),
+                two_way_path("lte", rate_bps=6e6, owd_ns=35 * _MS, buffer_bytes=80_000, loss=loss_lte)]
 
     def varying() -> list:
-        wifi = PathConfig(
-            name="wifi",
-            rate_down_bps=StepSeries((0, 600 * _MS, 900 * _MS, 1500 * _MS), (15e6, 0.0, 8e6, 20e6)),
-            rate_up_bps=StepSeries.constant(15e6),
-            owd_down_ns=StepSeries((0, 1200 * _MS), (8 * _MS, 25 * _MS)),
-            owd_up_ns=StepSeries.constant(8 * _MS),
-            buffer_down_bytes=60_000, buffer_up_bytes=60_000)
-        lte = PathConfig(
-            name="lte",
-            rate_down_bps=StepSeries((0, 1000 * _MS), (5e6, 9e6)),
-            rate_up_bps=StepSeries.constant(5e6),
-            owd_down_ns=StepSeries((0, 700 * _MS, 1800 * _MS), (40 * _MS, 60 * _MS, 30 * _MS)),
-            owd_up_ns=StepSeries.constant(40 * _MS),
-            buffer_down_bytes=120_000, buffer_up_bytes=120_000)
+        wifi = two_way_path(
+            "wifi", rate_bps=StepSeries((0, 600 * _MS, 900 * _MS, 1500 * _MS), (15e6, 0.0, 8e6, 20e6)),
+            rate_up_bps=15e6, owd_ns=StepSeries((0, 1200 * _MS), (8 * _MS, 25 * _MS)), owd_up_ns=8 * _MS,
+            buffer_bytes=60_000)
+        lte = two_way_path(
+            "lte", rate_bps=StepSeries((0, 1000 * _MS), (5e6, 9e6)), rate_up_bps=5e6,
+            owd_ns=StepSeries((0, 700 * _MS, 1800 * _MS), (40 * _MS, 60 * _MS, 30 * _MS)), owd_up_ns=40 * _MS,
+            buffer_bytes=120_000)
         return [wifi, lte]
 
+    stack = stack_profile("mptcp.org-v0.95")
+
+    def exp(paths: list, workload: object, duration_ns: int, **kw: object) -> Callable[[str], object]:
+        return lambda sched: experiment_from_paths(paths, workload=workload, scheduler=sched,  # type: ignore[arg-type]
+                                                   stack=kw.get("stack", stack), seed=1,  # type: ignore[arg-type]
+                                                   duration_ns=duration_ns)
+
     return {
-        "const_lossless_bulk": lambda: dict(paths=two_const(), workload=Bulk(), duration_ns=2 * _S),
-        "const_lossy_finite": lambda: dict(paths=two_const(loss_wifi=0.01, loss_lte=0.005),
-                                           workload=Finite(1_500_000), duration_ns=3 * _S),
-        "varying_bulk": lambda: dict(paths=varying(), workload=Bulk(), duration_ns=5 * _S // 2),
-        "rcvbuf_limited_bulk": lambda: dict(paths=two_const(), workload=Bulk(), duration_ns=2 * _S,
-                                            conn=ConnectionConfig(rcv_buf_bytes=64 * 1024)),
+        "const_lossless_bulk": exp(two_const(), BulkWorkload(), 2 * _S),
+        "const_lossy_finite": exp(two_const(loss_wifi=0.01, loss_lte=0.005), FiniteWorkload(1_500_000), 3 * _S),
+        "varying_bulk": exp(varying(), BulkWorkload(), 5 * _S // 2),
+        "rcvbuf_limited_bulk": exp(two_const(), BulkWorkload(), 2 * _S,
+                                   stack=stack.with_overrides(tcp_rmem=(4096, 65536, 65536))),
     }
 
 
@@ -72,13 +79,10 @@ def golden_path(scenario: str, scheduler: str) -> Path:
 
 
 def run_golden(scenario: str, scheduler: str) -> pl.DataFrame:
-    """The PacketEvents of one golden run (seed 1)."""
-    from workbench.replay import run_replay
-    from workbench.schedulers import get
+    """The PacketEvents of one golden run on the model backend."""
+    from workbench.backends import get_backend
 
-    spec = _scenarios()[scenario]()
-    r = run_replay(spec.pop("paths"), get(scheduler), seed=1, **spec)
-    return r.events
+    return get_backend("model").run(_scenarios()[scenario](scheduler)).events  # type: ignore[arg-type]
 
 
 def rewrite() -> None:

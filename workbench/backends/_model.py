@@ -1,0 +1,111 @@
+"""The ``model`` backend: the discrete-event engine (`workbench.replay`) runs the experiment.
+
+This module is the one place that translates an `Experiment` into the engine's objects (path
+configurations, connection settings, workload writer, scheduler instance) and back, so no caller
+wires the engine itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from workbench.backends._base import Backend, Run, UnsupportedExperiment
+from workbench.experiment import (
+    BulkWorkload,
+    BurstsWorkload,
+    Experiment,
+    FiniteWorkload,
+    StackProfile,
+    TraceWorkload,
+    WorkloadSpec,
+)
+
+if TYPE_CHECKING:
+    from workbench.replay import ConnectionConfig, PathConfig, Workload
+
+__all__ = ["ModelBackend", "engine_connection", "engine_paths", "engine_scheduler", "engine_workload"]
+
+
+def engine_workload(w: WorkloadSpec) -> Workload:
+    from workbench.replay import AppTrace, Bulk, Bursts, Finite
+    if isinstance(w, BulkWorkload):
+        return Bulk(stop_ns=w.stop_ns)
+    if isinstance(w, FiniteWorkload):
+        return Finite(size_bytes=w.size_bytes)
+    if isinstance(w, BurstsWorkload):
+        return Bursts(segments=w.segments, idle_ns=w.idle_ns, n_bursts=w.n_bursts)
+    if isinstance(w, TraceWorkload):
+        return AppTrace(writes=list(w.writes))
+    raise TypeError(f"unknown workload spec {w!r}")
+
+
+def engine_connection(stack: StackProfile, *, join_after_ns: int = 0, backup: tuple[str, ...] = (),
+                      sample_interval_ns: int = 10_000_000, plain_tcp: bool = False) -> ConnectionConfig:
+    """Engine connection settings from kernel-named stack settings. The receive buffer is the largest
+    the client may advertise (tcp_rmem[2]); the send buffer is autotuned unless SO_SNDBUF locks it."""
+    from workbench.replay import ConnectionConfig
+    cfg = ConnectionConfig(
+        mss_bytes=stack.advmss, send_buf_bytes=stack.tcp_wmem[2] if stack.sndbuf_locked else None,
+        rcv_buf_bytes=stack.tcp_rmem[2], cc=stack.congestion_control, hystart=stack.hystart,
+        init_cwnd=stack.initcwnd, rto_min_ns=int(stack.rto_min_ms * 1e6), delayed_ack=not stack.quickack,
+        delack_ns=int(stack.delack_min_ms * 1e6), quickack_on_meta_ooo=stack.mptcp_ooo_quickack,
+        reinject_on_subflow_rto=stack.reinject_on_subflow_rto, join_delay_ns=join_after_ns,
+        sample_interval_ns=sample_interval_ns, backup=backup)
+    return ConnectionConfig.single_path_tcp(cfg) if plain_tcp else cfg
+
+
+def engine_paths(e: Experiment) -> list[PathConfig]:
+    """One engine path per subflow, in subflow order (each over its own links)."""
+    from workbench.replay import PathConfig
+    out = []
+    for s in e.subflows:
+        p = e.path(s.path)
+        down, up = e.link(p.down[0]), e.link(p.up[0])
+        out.append(PathConfig(name=p.name, rate_down_bps=down.rate_bps, rate_up_bps=up.rate_bps,
+                              owd_down_ns=down.owd_ns, owd_up_ns=up.owd_ns, loss_down=down.loss,
+                              loss_up=up.loss, buffer_down_bytes=down.buffer_size_bytes,
+                              buffer_up_bytes=up.buffer_size_bytes))
+    return out
+
+
+def engine_scheduler(e: Experiment) -> Any:
+    if e.scheduler.obj is not None:
+        return e.scheduler.obj
+    from workbench.plugins import resolve_scheduler
+    return resolve_scheduler(e.scheduler.name, e.scheduler.params_dict)
+
+
+class ModelBackend(Backend):
+    """The replay engine. ``sample_interval_ns`` sets the Samples period (0 = none)."""
+
+    name: ClassVar[str] = "model"
+    capabilities: ClassVar[frozenset[str]] = frozenset({
+        "python-scheduler", "kernel-scheduler", "time-varying", "random-loss", "plain-tcp"})
+
+    def __init__(self, *, sample_interval_ns: int = 10_000_000) -> None:
+        self.sample_interval_ns = sample_interval_ns
+
+    def check(self, experiment: Experiment) -> None:
+        super().check(experiment)
+        joins = {s.join_after_ns for s in experiment.subflows[1:]}
+        if len(joins) > 1:
+            raise UnsupportedExperiment(self.name, "subflows joining at different times")
+
+    def run(self, experiment: Experiment, *, record: bool = True, workdir: Path | None = None) -> Run:
+        from workbench.replay import run_replay
+        self.check(experiment)
+        e = experiment
+        (transfer,) = e.transfers
+        joins = [s.join_after_ns for s in e.subflows[1:]]
+        cfg = engine_connection(e.stack, join_after_ns=joins[0] if joins else 0,
+                                backup=tuple(s.path for s in e.subflows if s.backup),
+                                sample_interval_ns=self.sample_interval_ns, plain_tcp=e.protocol == "tcp")
+        r = run_replay(engine_paths(e), engine_scheduler(e), workload=engine_workload(transfer.workload), conn=cfg,
+                       seed=e.seed, duration_ns=e.duration_ns, record=record)
+        counters = {k: v for k, v in r.summary.items() if k != "wall_s"}
+        from workbench.replay import engine_is_compiled
+        prov = {"backend": self.name, "scheduler": r.scheduler, "engine_compiled": engine_is_compiled(),
+                "wall_s": r.summary["wall_s"]}
+        return Run(backend=self.name, experiment=e, counters=counters, provenance=prov,
+                   events_fn=(lambda: r.events) if record else None,
+                   samples_fn=(lambda: r.samples) if record else None, detail=r)

@@ -1,0 +1,126 @@
+"""The end hosts' TCP/MPTCP stack, named after the kernel's own settings so that a scenario can be
+copied from a real machine's sysctls (``sysctl net.ipv4.tcp_rmem``, ``ip route ... initcwnd``).
+
+Two named profiles:
+
+* ``linux-upstream``: the kernels users run today (net/mptcp, 5.6+): send-buffer autotuning up to
+  ``tcp_wmem[2]``, no quick-ACK when data goes to the MPTCP out-of-order queue, the upstream
+  scheduler's reinjection behaviour.
+* ``mptcp.org-v0.95``: the out-of-tree kernel the seed papers used: fixed send buffer of
+  ``tcp_wmem[2]``, quick-ACK on MPTCP-level reordering, minRTT's opportunistic retransmission.
+
+``stack_profile(name, **overrides)`` gives a profile with some settings replaced; unknown names are
+refused with the list of known ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+__all__ = ["PROFILES", "StackProfile", "parse_stack", "stack_profile"]
+
+
+@dataclass(frozen=True)
+class StackProfile:
+    """Settings of both end hosts (the same on client and server unless a backend says otherwise)."""
+
+    name: str = "linux-upstream"
+    tcp_rmem: tuple[int, int, int] = (4096, 131072, 6291456)   # net.ipv4.tcp_rmem (min default max), bytes
+    tcp_wmem: tuple[int, int, int] = (4096, 16384, 4194304)    # net.ipv4.tcp_wmem
+    tcp_moderate_rcvbuf: bool = True       # net.ipv4.tcp_moderate_rcvbuf: receive-buffer autotuning
+    sndbuf_locked: bool = False            # SO_SNDBUF set by the application (no send autotuning)
+    congestion_control: str = "cubic"      # net.ipv4.tcp_congestion_control / TCP_CONGESTION
+    hystart: bool = True                   # tcp_cubic module parameter hystart
+    initcwnd: int = 10                     # ip route ... initcwnd
+    rto_min_ms: float = 200.0              # ip route ... rto_min (TCP_RTO_MIN)
+    quickack: bool = False                 # ip route ... quickack 1: no delayed ACKs
+    delack_min_ms: float = 40.0            # TCP_DELACK_MIN
+    advmss: int = 1424                     # payload per segment (MTU 1500 less IP/TCP/timestamps/DSS)
+    mptcp_ooo_quickack: bool = False       # out-of-tree: quick-ACK when data went to the MPTCP OOO queue
+    reinject_on_subflow_rto: bool | None = None  # None: as the scheduler's kernel family does
+
+    def __post_init__(self) -> None:
+        for key in ("tcp_rmem", "tcp_wmem"):
+            v = getattr(self, key)
+            if len(v) != 3 or not all(isinstance(x, int) and x > 0 for x in v) or not v[0] <= v[1] <= v[2]:
+                raise ValueError(f"{key} must be three sizes min <= default <= max, got {v!r}")
+        if self.initcwnd <= 0 or self.advmss <= 0:
+            raise ValueError("initcwnd and advmss must be > 0")
+        if self.rto_min_ms <= 0 or self.delack_min_ms < 0:
+            raise ValueError("rto_min_ms must be > 0 and delack_min_ms >= 0")
+
+    def with_overrides(self, **overrides: Any) -> StackProfile:
+        known = {f.name for f in fields(StackProfile)} - {"name"}
+        bad = set(overrides) - known
+        if bad:
+            raise ValueError(f"unknown stack setting(s) {sorted(bad)}; known: {sorted(known)}")
+        kw = {k: tuple(int(x) for x in v) if k in ("tcp_rmem", "tcp_wmem") else v for k, v in overrides.items()}
+        return replace(self, **kw)
+
+
+PROFILES: dict[str, StackProfile] = {
+    "linux-upstream": StackProfile(),
+    "mptcp.org-v0.95": StackProfile(name="mptcp.org-v0.95", tcp_moderate_rcvbuf=False, sndbuf_locked=True,
+                                    mptcp_ooo_quickack=True),
+}
+
+# Older scenario files and callers use the engine's names; they map onto kernel settings here, the one
+# place that knows both (value converters take the old unit).
+_ALIASES: dict[str, tuple[str, Any]] = {
+    "cc": ("congestion_control", str),
+    "init_cwnd": ("initcwnd", int),
+    "mss_bytes": ("advmss", int),
+    "quickack_on_meta_ooo": ("mptcp_ooo_quickack", bool),
+    "rto_min_ns": ("rto_min_ms", lambda v: float(v) / 1e6),
+    "delack_ns": ("delack_min_ms", lambda v: float(v) / 1e6),
+    "delayed_ack": ("quickack", lambda v: not bool(v)),
+}
+
+
+def stack_profile(name: str = "linux-upstream", **overrides: Any) -> StackProfile:
+    """A named profile with some settings replaced."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown stack profile {name!r}; known: {sorted(PROFILES)}")
+    return PROFILES[name].with_overrides(**overrides)
+
+
+def parse_stack(d: Any, *, default_profile: str = "linux-upstream") -> StackProfile:
+    """The stack from a scenario mapping: ``{profile: linux-upstream, tcp_rmem: [4096, 131072, 6291456],
+    congestion_control: cubic, ...}``. The engine-era names (``cc``, ``rcv_buf_bytes``,
+    ``send_buf_bytes``, ``mss_bytes``, ``init_cwnd``, ...) are accepted and mapped. Raises ValueError."""
+    if d is None:
+        return stack_profile(default_profile)
+    if not isinstance(d, dict):
+        raise ValueError("expected a mapping")
+    kw = dict(d)
+    name = str(kw.pop("profile", default_profile))
+    over: dict[str, Any] = {}
+    base = PROFILES.get(name)
+    if base is None:
+        raise ValueError(f"unknown stack profile {name!r}; known: {sorted(PROFILES)}")
+    for key, value in kw.items():
+        if key in _ALIASES:
+            new, conv = _ALIASES[key]
+            over[new] = conv(value)
+        elif key == "rcv_buf_bytes":
+            over["tcp_rmem"] = _with_max(base.tcp_rmem, int(value))
+        elif key == "send_buf_bytes":
+            if value is None:
+                over["sndbuf_locked"] = False
+            else:
+                over["tcp_wmem"] = _with_max(base.tcp_wmem, int(value))
+                over["sndbuf_locked"] = True
+        elif key in ("tcp_rmem", "tcp_wmem"):
+            if not isinstance(value, list | tuple) or len(value) != 3:
+                raise ValueError(f"{key}: expected [min, default, max] in bytes")
+            over[key] = tuple(int(x) for x in value)
+        else:
+            over[key] = value
+    return base.with_overrides(**over)
+
+
+def _with_max(v: tuple[int, int, int], mx: int) -> tuple[int, int, int]:
+    if mx <= 0:
+        raise ValueError("buffer sizes must be > 0")
+    return (min(v[0], mx), min(v[1], mx), mx)
