@@ -189,7 +189,7 @@ def test_scenario_files_resolve_user_schedulers(tmp_path: Path) -> None:
     s = load_scenario(sc)
     assert type(s.scheduler).__name__ == "MyScheduler" and s.scheduler.max_burst == 2
     r = s.run()
-    assert r.summary["completed"] and r.summary["delivered_bytes"] == 200_000
+    assert r.counters["completed"] and r.counters["delivered_bytes"] == 200_000
     for sched, message in (("nope", "scheduler: unknown scheduler 'nope'"),
                            ("{name: minrtt, params: {x: 1}}", "scheduler: scheduler 'minrtt' has no parameter(s) x"),
                            ("{name: my_scheduler.py:Nope}", "has no class 'Nope'"),

@@ -49,7 +49,7 @@ def test_load_yaml_scenario_and_run(tmp_path: Path) -> None:
     assert sc.conn.cc == "olia" and sc.duration_ns == 3_000_000_000 and sc.seed == 4
     assert isinstance(sc.scheduler, MinRTT) and sc.scheduler.opportunistic is False
     r = sc.run()
-    assert r.summary["completed"] and r.summary["delivered_bytes"] == 1_000_000
+    assert r.counters["completed"] and r.counters["delivered_bytes"] == 1_000_000
 
 
 def test_json_scenario_and_errors(tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_json_scenario_and_errors(tmp_path: Path) -> None:
                              "workload": "bulk", "duration_s": 1}))
     sc = load_scenario(f)
     assert sc.paths[0].rate_down_bps.at(0) == 5e6 and sc.scheduler is None
-    assert sc.run(get("roundrobin")).summary["delivered_bytes"] > 0
+    assert sc.run(get("roundrobin")).counters["delivered_bytes"] > 0
     bad = {
         "no paths": {"paths": []},
         "missing rate": {"paths": [{"name": "a", "owd_ms": 1}]},

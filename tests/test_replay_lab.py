@@ -5,11 +5,10 @@ per-path byte share must be within 10 % of what the captures measured (results.j
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import polars as pl
 import pytest
-from _paths import SHARED_TRACES
+from _paths import SHARED_TRACES, needs
 
 from workbench.scenario import lab_scenario
 
@@ -21,13 +20,13 @@ JOIN_DELAY_MS = {"c01": 101.4, "c03": 21.3, "c05": 121.8, "c07": 101.4}
 
 def lab_replay(name: str):
     sc = lab_scenario(LAB / name / "results.json")  # upstream default scheduler, CUBIC, upstream receiver
-    sc.conn = replace(sc.conn, join_delay_ns=int(JOIN_DELAY_MS[name] * 1e6))
-    r = sc.run(duration_ns=30_000_000_000)
+    sc.join_after_ns = int(JOIN_DELAY_MS[name] * 1e6)
+    r = sc.run(duration_ns=30_000_000_000).detail  # the model's ReplayResult
     return r, json.loads((LAB / name / "results.json").read_text())["measured"]["summary"]
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not LAB.exists(), reason="shared lab traces not available")
+@needs(LAB)
 @pytest.mark.parametrize("name", ["c01", "c03", "c05", "c07"])
 def test_upstream_model_matches_kernel_goodput_and_shares(name: str) -> None:
     r, m = lab_replay(name)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -34,18 +33,16 @@ import typer
 
 from workbench._text import fmt_value as _fmt
 from workbench.errors import InputError
+from workbench.experiment import BulkWorkload, Experiment, SchedulerSpec, WorkloadSpec, workload_text
 
 if TYPE_CHECKING:
-    from workbench.replay import ConnectionConfig, PathConfig, Workload
-    from workbench.schedulers import Scheduler
+    from workbench.backends import Run
 
 __all__ = ["parse_workload", "register", "replay_command", "schedulers_command"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _DEFAULT_DURATION_NS = 10_000_000_000  # timelines carry no workload: bulk for 10 s unless told
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-               "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
 
 
 def _user_errors(fn: F) -> F:
@@ -60,40 +57,15 @@ def _user_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _size_bytes(text: str, what: str) -> int:
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
-    unit = m.group(2).lower() if m else ""
-    if m is None or unit not in _SIZE_UNITS:
-        raise InputError(None, f"{what}: not a size: {text!r} (examples: 4000000, 4MB, 512KiB)")
-    n = round(float(m.group(1)) * _SIZE_UNITS[unit])
-    if n <= 0:
-        raise InputError(None, f"{what}: the size must be positive, got {text!r}")
-    return n
+def parse_workload(text: str) -> WorkloadSpec:
+    """``bulk[:SECONDS]`` | ``finite:SIZE`` | ``bursts:SEGMENTS:IDLE_MS[:COUNT]`` -> a workload spec
+    (`workbench.experiment.parse_workload`, the one parser)."""
+    from workbench.experiment import parse_workload as parse
 
-
-def parse_workload(text: str) -> Workload:
-    """``bulk`` | ``finite:BYTES`` | ``bursts:SEGMENTS:IDLE_MS[:COUNT]`` -> a `Workload`."""
-    from workbench.replay import Bulk, Bursts, Finite
-
-    what = f"--workload {text!r}"
-    kind, *args = [p.strip() for p in text.strip().split(":")]
-    kind = kind.lower()
-    usage = "bulk, finite:BYTES or bursts:SEGMENTS:IDLE_MS[:COUNT]"
-    if kind == "bulk" and not args:
-        return Bulk()
-    if kind == "finite" and len(args) == 1:
-        return Finite(size_bytes=_size_bytes(args[0], what))
-    if kind == "bursts" and len(args) in (2, 3):
-        try:
-            segments = int(args[0])
-            idle_ms = float(args[1])
-            count = int(args[2]) if len(args) == 3 else 10
-        except ValueError:
-            raise InputError(None, f"{what}: expected {usage}") from None
-        if segments <= 0 or idle_ms < 0 or count <= 0:
-            raise InputError(None, f"{what}: segments and count must be positive, idle time not negative")
-        return Bursts(segments=segments, idle_ns=round(idle_ms * 1e6), n_bursts=count)
-    raise InputError(None, f"{what}: expected {usage}")
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise InputError(None, f"--workload {text!r}: {e}") from None
 
 
 @dataclass
@@ -102,12 +74,15 @@ class _Plan:
 
     source: str
     kind: str  # "scenario" | "timelines"
-    paths: list[PathConfig]
-    scheduler: Scheduler
-    workload: Workload
-    conn: ConnectionConfig | None
-    seed: int
-    duration_ns: int | None
+    experiment: Experiment
+
+    @property
+    def seed(self) -> int:
+        return self.experiment.seed
+
+    @property
+    def workload(self) -> WorkloadSpec:
+        return self.experiment.transfers[0].workload
 
 
 def _input_kind(path: Path) -> str:
@@ -121,7 +96,10 @@ def _input_kind(path: Path) -> str:
 
 
 def _plan(scenario: Path, scheduler: str | None, params: list[str], workload: str | None, seed: int | None,
-          duration: str | None) -> _Plan:
+          duration: str | None, *, stack: str | None = None, direction: str | None = None,
+          timeline_defaults: dict[str, Any] | None = None) -> _Plan:
+    """``timeline_defaults``: `workbench.timeline.to_path_configs` fill values for saved timelines
+    that lack a quantity (default_owd_ns, default_capacity_bps, default_buffer_bytes)."""
     from workbench.cli import parse_duration_ns
     from workbench.plugins import parse_param_args, resolve_scheduler
 
@@ -133,46 +111,52 @@ def _plan(scenario: Path, scheduler: str | None, params: list[str], workload: st
     wl = parse_workload(workload) if workload is not None else None
     duration_ns = parse_duration_ns(duration) if duration is not None else None
     sched = resolve_scheduler(scheduler, raw_params) if scheduler is not None else None
+    spec = SchedulerSpec.instance(sched) if sched is not None else None
+    if stack is not None:
+        from workbench.experiment import stack_profile
+        try:
+            stack_obj = stack_profile(stack)
+        except ValueError as e:
+            raise InputError(None, f"--stack: {e}") from None
     kind = _input_kind(scenario)
     if kind == "scenario":
         from workbench.scenario import load_scenario
 
         sc = load_scenario(scenario)
-        sched = sched if sched is not None else sc.scheduler
-        if sched is None:
+        if sc.scheduler is None and spec is None:
             raise InputError(scenario, "names no scheduler; give --scheduler NAME")
-        plan = _Plan(str(scenario), kind, sc.paths, sched, wl if wl is not None else sc.workload, sc.conn,
-                     seed if seed is not None else sc.seed,
-                     duration_ns if duration_ns is not None else sc.duration_ns)
+        if stack is not None:
+            sc.stack = stack_obj
+        if direction is not None:
+            sc.direction = direction
+        experiment = sc.to_experiment(spec, workload=wl, seed=seed, duration_ns=duration_ns)
     else:
-        from workbench.replay import Bulk
-        from workbench.timeline import load_timelines, to_path_configs
+        from workbench.capture_experiment import timelines_experiment
+        from workbench.timeline import load_timelines
 
-        if sched is None:
+        if spec is None:
             raise InputError(scenario, "timelines name no scheduler; give --scheduler NAME")
         tls = load_timelines(scenario)
         dur = duration_ns if duration_ns is not None else _DEFAULT_DURATION_NS
-        plan = _Plan(str(scenario), kind, to_path_configs(tls, duration_ns=dur), sched,
-                     wl if wl is not None else Bulk(), None, seed if seed is not None else 0, dur)
-    if plan.duration_ns is None and getattr(plan.workload, "stop_ns", 1) is None:  # endless bulk (run_replay's rule)
+        from workbench.experiment import stack_profile
+        experiment = timelines_experiment(
+            tls, workload=wl if wl is not None else BulkWorkload(), scheduler=spec,
+            stack=stack_obj if stack is not None else stack_profile("linux-upstream"),
+            seed=seed if seed is not None else 0, duration_ns=dur,
+            direction="up" if direction == "up" else "down", **(timeline_defaults or {}))
+    w = experiment.transfers[0].workload
+    if experiment.duration_ns is None and isinstance(w, BulkWorkload) and w.stop_ns is None:
         raise InputError(scenario, "this workload never ends by itself: give --duration (e.g. 10s) or "
                                    "duration_s in the scenario")
-    return plan
+    return _Plan(str(scenario), kind, experiment)
 
 
-def _workload_text(wl: Workload) -> str:
-    name = type(wl).__name__.lower()
-    try:
-        fields = {k: v for k, v in asdict(wl).items() if k not in ("finished", "written", "done_bursts", "pending")}  # type: ignore[call-overload]
-    except TypeError:
-        fields = {}
-    return name + (f" {fields}" if fields else "")
-
-
-def _stage_outputs(result: Any, report: dict[str, Any], pcap: bool) -> dict[str, bytes]:
+def _stage_outputs(result: Run, report: dict[str, Any], pcap: bool) -> dict[str, bytes]:
     """File name -> bytes, all built in memory before anything touches the output folder."""
     files: dict[str, bytes] = {}
     for name, df in (("packet_events.parquet", result.events), ("samples.parquet", result.samples)):
+        if df is None:
+            continue
         buf = io.BytesIO()
         df.write_parquet(buf)
         files[name] = buf.getvalue()
@@ -181,7 +165,7 @@ def _stage_outputs(result: Any, report: dict[str, Any], pcap: bool) -> dict[str,
 
         with tempfile.TemporaryDirectory() as tmp:
             p = Path(tmp) / "replay.pcap"
-            write_pcap(result, p)
+            write_pcap(result.detail, p)
             files["replay.pcap"] = p.read_bytes()
     files["summary.json"] = (json.dumps(report, indent=2, default=str) + "\n").encode()
     return files
@@ -222,13 +206,13 @@ def _print_report(plan: _Plan, report: dict[str, Any]) -> None:
     t = Table(title="Replay", title_justify="left")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    completed = e["completed"]
+    completed = e.get("completed")
     rows = [
         ("goodput Mbit/s", _fmt(m.get("goodput_mbps"))),
         ("delivered bytes", _fmt(m.get("delivered_bytes"))),
         ("completion s", _fmt(e["completion_ns"] / 1e9, 3) if completed
          else "– (ran to the time cap)" if getattr(plan.workload, "stop_ns", 1) is None else "not completed"),
-        ("simulated s", _fmt(e["sim_ns"] / 1e9, 3)),
+        ("simulated s", _fmt(e["sim_ns"] / 1e9, 3) if "sim_ns" in e else "–"),
         ("OOO delay p50 ms", _fmt(m.get("ooo_p50_ms"))),
         ("OOO delay p95 ms", _fmt(m.get("ooo_p95_ms"))),
         ("OOO delay mean ms", _fmt(m.get("ooo_mean_ms"))),
@@ -241,8 +225,7 @@ def _print_report(plan: _Plan, report: dict[str, Any]) -> None:
     t = Table(title="Paths", title_justify="left")
     for col in ("path", "bytes", "share", "throughput Mbit/s", "retrans", "reinj", "RTT p50 ms"):
         t.add_column(col, justify="left" if col == "path" else "right")
-    for p in plan.paths:
-        n = p.name
+    for n in plan.experiment.path_names:
         t.add_row(n, _fmt(m.get(f"bytes_{n}")), _fmt(m.get(f"share_{n}"), 3), _fmt(m.get(f"throughput_mbps_{n}")),
                   _fmt(m.get(f"retrans_{n}")), _fmt(m.get(f"reinjections_{n}")), _fmt(m.get(f"rtt_p50_ms_{n}")))
     out.print(t)
@@ -268,6 +251,18 @@ def replay_command(
         "--out", "-o", help="folder for packet_events.parquet, samples.parquet, summary.json (+ replay.pcap)")] = None,
     pcap: Annotated[bool, typer.Option("--pcap", help="also write replay.pcap (needs --out)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
+    backend: Annotated[str, typer.Option(help="model (the replay engine) or kernel (real Linux MPTCP in "
+                                              "network namespaces; root)")] = "model",
+    stack: Annotated[str | None, typer.Option(
+        help="stack profile: linux-upstream or mptcp.org-v0.95 (default: the scenario's, else linux-upstream)")] = None,
+    direction: Annotated[str | None, typer.Option(
+        help="down (download: the server sends) or up (upload); default: the scenario's, else down")] = None,
+    default_owd_ms: Annotated[float | None, typer.Option(
+        help="saved timelines without a delay: one-way delay to assume (ms), shown as assumed")] = None,
+    default_rate_mbps: Annotated[float | None, typer.Option(
+        help="saved timelines without a capacity: capacity to assume (Mbit/s), shown as assumed")] = None,
+    default_buffer_bytes: Annotated[int | None, typer.Option(
+        help="saved timelines without a buffer: bottleneck buffer to assume (bytes)")] = None,
 ) -> None:
     """Replay a scenario or saved timelines with one scheduler: metrics table, optional parquet/pcap."""
     from workbench.metrics import summarize
@@ -276,20 +271,31 @@ def replay_command(
         raise InputError(None, "--pcap writes into the --out folder: give --out DIR")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise InputError(out_dir, "--out must be a folder, and this is a file")
-    plan = _plan(scenario, scheduler, param or [], workload, seed, duration)
-    from workbench.replay import run_replay
+    if pcap and backend != "model":
+        raise InputError(None, "--pcap writes the model's packets; the kernel backend keeps its own captures "
+                               "(workbench lab)")
+    defaults: dict[str, Any] = {}
+    if default_owd_ms is not None:
+        defaults["default_owd_ns"] = int(default_owd_ms * 1e6)
+    if default_rate_mbps is not None:
+        defaults["default_capacity_bps"] = default_rate_mbps * 1e6
+    if default_buffer_bytes is not None:
+        defaults["default_buffer_bytes"] = default_buffer_bytes
+    plan = _plan(scenario, scheduler, param or [], workload, seed, duration, stack=stack, direction=direction,
+                 timeline_defaults=defaults)
+    from workbench.backends import get_backend
 
-    kw: dict[str, Any] = {"workload": plan.workload, "seed": plan.seed, "duration_ns": plan.duration_ns}
-    if plan.conn is not None:
-        kw["conn"] = plan.conn
-    result = run_replay(plan.paths, plan.scheduler, **kw)
+    result = get_backend(backend).run(plan.experiment)
     metrics = dict(summarize(result.events, result.samples)) if result.events.height else {}
+    e = plan.experiment
     report: dict[str, Any] = {
-        "source": plan.source, "kind": plan.kind, "scheduler": result.scheduler,
-        "workload": _workload_text(plan.workload), "seed": plan.seed,
-        "duration_s": plan.duration_ns / 1e9 if plan.duration_ns is not None else None,
-        "paths": [p.name for p in plan.paths], "metrics": metrics,
-        "engine": {k: v for k, v in result.summary.items() if k != "wall_s"},
+        "source": plan.source, "kind": plan.kind, "backend": result.backend,
+        "scheduler": result.provenance.get("scheduler", e.scheduler.name),
+        "scheduler_params": dict(e.scheduler.params) or _params_of(e.scheduler.obj),
+        "workload": workload_text(plan.workload), "direction": e.transfers[0].direction, "seed": plan.seed,
+        "duration_s": e.duration_ns / 1e9 if e.duration_ns is not None else None,
+        "stack": asdict(e.stack), "paths": e.path_names, "metrics": metrics,
+        "engine": result.counters, "warnings": result.warnings,
     }
     if out_dir is not None:
         files = _stage_outputs(result, report, pcap)
@@ -300,6 +306,15 @@ def replay_command(
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
         return
     _print_report(plan, report)
+
+
+def _params_of(sched: Any) -> dict[str, Any]:
+    """The declared parameters of a scheduler instance with their values (recorded in the output)."""
+    try:
+        from workbench.schedulers import info
+        return {p.name: getattr(sched, p.name) for p in info(sched.name).params if hasattr(sched, p.name)}
+    except Exception:  # a user's scheduler without declared parameters
+        return {}
 
 
 def _param_text(p: Any) -> str:

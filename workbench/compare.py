@@ -43,59 +43,41 @@ class CompareResult:
 
 
 def replay_settings(cap: Capture, conn: int) -> dict[str, Any]:
-    """What the capture says about the connection, beyond its paths: bytes delivered, MSS, header
-    bytes per data segment, and the delay between the initial subflow's SYN/ACK and the first join."""
-    ev = cap.connection(conn)
-    s = summarize(ev, conn=conn)
-    data_dir = s["data_dir"]
-    data = ev.filter((pl.col("dir") == data_dir) & (pl.col("payload_bytes") > 0))
-    mss = int(data["payload_bytes"].max())  # type: ignore[arg-type]
-    full = data.filter(pl.col("payload_bytes") == mss)
-    header = int((full["frame_bytes"].cast(pl.Int64) - full["payload_bytes"].cast(pl.Int64)).mode().min())  # type: ignore[arg-type]
-    syn = 0x002
-    ack = 0x010
-    # Join delay at the client: from the SYN/ACK it received on subflow 0 to the SYN it sent on
-    # subflow 1 (both observed at the client when the client was captured; from the server side the
-    # same difference also holds the two paths' delays, so it is only used from a client view).
-    join_delay_ns = 0
-    hs = ev.filter((pl.col("flags") & syn) != 0)
-    synack0 = hs.filter((pl.col("subflow") == 0) & ((pl.col("flags") & ack) != 0) & (pl.col("point") == "rcv"))
-    join_syn = hs.filter((pl.col("subflow") > 0) & ((pl.col("flags") & ack) == 0) & (pl.col("point") == "snd")
-                         & (pl.col("dir") == "c2s"))
-    if synack0.height and join_syn.height:
-        join_delay_ns = max(0, int(join_syn["t_ns"].min()) - int(synack0["t_ns"].min()))  # type: ignore[arg-type]
-    return {"delivered_bytes": s["delivered_bytes"], "mss_bytes": mss, "header_bytes": header,
-            "join_delay_ns": join_delay_ns, "data_dir": data_dir}
+    """What the capture says about the connection beyond its paths, as a mapping (see
+    `workbench.capture_experiment.capture_settings`, the one reader of these values)."""
+    from workbench.capture_experiment import capture_settings
+    return capture_settings(cap, conn).as_dict()
 
 
 def compare_capture(
     cap: Capture, *, scheduler: Any = "upstream", conn: int | None = None, cc: str = "cubic",
-    rcv_buf_bytes: int = 32 << 20, seed: int = 0, bin_ns: int = 100_000_000,
+    rcv_buf_bytes: int = 32 << 20, seed: int = 0, bin_ns: int = 100_000_000, backend: Any = "model",
 ) -> CompareResult:
     """Estimate `cap`'s timelines, replay them with `scheduler` (a name or an instance) and the
     capture's own transfer, and compare. The receiver is modelled as upstream Linux (no quick-ACK on
     connection-level reordering) with autotuned send buffers and a receive buffer of `rcv_buf_bytes`
     (Linux tcp_rmem max)."""
-    from workbench.replay import ConnectionConfig, Finite, run_replay
-    from workbench.schedulers import get
-    from workbench.timeline import EstimateOptions, estimate_timelines, to_path_configs
+    from workbench.backends import get_backend
+    from workbench.capture_experiment import capture_settings, capture_stack, timelines_experiment
+    from workbench.experiment import FiniteWorkload, SchedulerSpec
+    from workbench.timeline import EstimateOptions, estimate_timelines
 
     conn = cap.main_connection if conn is None else conn
-    settings = replay_settings(cap, conn)
-    if not settings["delivered_bytes"]:
+    cs = capture_settings(cap, conn)
+    settings = cs.as_dict()
+    if not cs.delivered_bytes:
         raise InputError(cap.source, "no data delivered in order in this capture: nothing to replay")
-    if settings["data_dir"] != "s2c":
+    if cs.direction != "down":
         raise InputError(cap.source, "the replay models downloads (server to client); this connection uploads")
-    sched = get(scheduler) if isinstance(scheduler, str) else scheduler
+    spec = SchedulerSpec.of(scheduler) if isinstance(scheduler, str) else SchedulerSpec.instance(scheduler)
     ev = cap.connection(conn)
     tls = estimate_timelines(ev, EstimateOptions(bin_ns=bin_ns))
     span_ns = int(ev["t_ns"].max() - ev["t_ns"].min())  # type: ignore[operator]
-    paths = to_path_configs(tls, duration_ns=span_ns)
-    cfg = ConnectionConfig(mss_bytes=settings["mss_bytes"], header_bytes=settings["header_bytes"], cc=cc,
-                           send_buf_bytes=None, rcv_buf_bytes=rcv_buf_bytes, quickack_on_meta_ooo=False,
-                           join_delay_ns=settings["join_delay_ns"])
-    result = run_replay(paths, sched, workload=Finite(size_bytes=int(settings["delivered_bytes"])), conn=cfg,
-                        seed=seed, duration_ns=max(4 * span_ns, 30_000_000_000))
+    experiment = timelines_experiment(
+        tls, workload=FiniteWorkload(cs.delivered_bytes), scheduler=spec,
+        stack=capture_stack(cs, congestion_control=cc, rcv_buf_bytes=rcv_buf_bytes), seed=seed,
+        duration_ns=max(4 * span_ns, 30_000_000_000), span_ns=span_ns, join_after_ns=cs.join_after_ns)
+    result = get_backend(backend).run(experiment)
     observed = summarize(ev, conn=conn)
     replayed = summarize(result.events, result.samples)
     rows = []
@@ -111,9 +93,10 @@ def compare_capture(
         rows.append(_row(key, observed.get(key), replayed.get(key), "rel"))
     table = pl.DataFrame(rows, schema={"metric": pl.String, "observed": pl.Float64, "replayed": pl.Float64,
                                        "error": pl.Float64, "error_kind": pl.String}, orient="row")
-    return CompareResult(source=cap.source, scheduler=sched.name, table=table, observed=observed, replayed=replayed,
+    return CompareResult(source=cap.source, scheduler=spec.name, table=table, observed=observed, replayed=replayed,
                          settings=settings, timelines=tls, replay=result,
-                         warnings=[n for tl in tls.values() for n in tl.notes if "assum" in n])
+                         warnings=[*cs.warnings, *result.warnings,
+                                   *(n for tl in tls.values() for n in tl.notes if "assum" in n)])
 
 
 def _shares(events: pl.DataFrame) -> dict[str, float]:

@@ -18,7 +18,10 @@ paths:
     rate_mbps: {file: lte_rate.csv}
     owd_down: [[0, 40], [5, 80]]
     buffer_bytes: 600000
-connection: {cc: cubic, rcv_buf_bytes: 6291456, send_buf_bytes: 4194304, mss_bytes: 1424}
+stack: {profile: linux-upstream, tcp_rmem: [4096, 131072, 6291456], congestion_control: cubic}
+                          # kernel-named settings (workbench.experiment.StackProfile); the older
+                          # `connection: {cc: ..., rcv_buf_bytes: ...}` names are accepted too
+direction: down           # down = download (server sends), up = upload
 workload: {bulk: {stop_s: 8}}   # or {finite: {bytes: 4000000}}, {bursts: {segments: 10, idle_ms:
                                 # 500, count: 20}}, {trace: [[t_s, bytes], ...] or {csv: app.csv}}
 ```
@@ -30,40 +33,81 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
-from workbench.replay.mptcp import ConnectionConfig
-from workbench.replay.paths import PathConfig
-from workbench.replay.workload import AppTrace, Bulk, Bursts, Finite, Workload
+from workbench.experiment import (
+    PACKET_BYTES,
+    BulkWorkload,
+    Experiment,
+    FiniteWorkload,
+    SchedulerSpec,
+    StackProfile,
+    WorkloadSpec,
+    experiment_from_paths,
+    parse_stack,
+    parse_workload,
+    stack_profile,
+)
+from workbench.replay.paths import PathConfig, path_specs
+
+if TYPE_CHECKING:
+    from workbench.backends import Run
+    from workbench.replay import ConnectionConfig, Workload
 
 __all__ = ["PACKET_BYTES", "Scenario", "lab_scenario", "load_scenario", "scenario_from_dict"]
-
-PACKET_BYTES = 1514  # a full Ethernet frame: what a pfifo limit in packets holds
 
 
 @dataclass
 class Scenario:
+    """A scenario file, resolved: paths, workload, stack, scheduler, direction, seed and duration.
+    ``to_experiment()`` makes the `Experiment` every backend runs."""
+
     paths: list[PathConfig]
-    workload: Workload
-    conn: ConnectionConfig
+    workload_spec: WorkloadSpec
+    stack: StackProfile
     scheduler: Any = None          # a Scheduler instance, or None if the file names none
     duration_ns: int | None = None
     seed: int = 0
     source: str = ""
+    direction: str = "down"
+    join_after_ns: int = 0
+    backup: tuple[str, ...] = ()
 
-    def run(self, scheduler: Any = None, **kw: Any) -> Any:
-        """``run_replay`` with this scenario (``scheduler`` overrides the file's)."""
-        from workbench.replay.run import run_replay
+    @property
+    def workload(self) -> Workload:
+        """The model engine's writer for this workload (a fresh one each time)."""
+        from workbench.backends._model import engine_workload
+        return engine_workload(self.workload_spec)
 
+    @property
+    def conn(self) -> ConnectionConfig:
+        """The model engine's connection settings for this stack."""
+        from workbench.backends._model import engine_connection
+        return engine_connection(self.stack, join_after_ns=self.join_after_ns, backup=self.backup)
+
+    def to_experiment(self, scheduler: Any = None, *, workload: WorkloadSpec | None = None, seed: int | None = None,
+                      duration_ns: int | None = None) -> Experiment:
+        """The experiment of this scenario; arguments override the file's (``scheduler``: a
+        `SchedulerSpec`, a registered name or a scheduler instance)."""
         sched = scheduler if scheduler is not None else self.scheduler
         if sched is None:
             raise InputError(self.source, "no scheduler given (in the file or as an argument)")
-        args = {"workload": self.workload, "conn": self.conn, "seed": self.seed,
-                "duration_ns": self.duration_ns} | kw
-        return run_replay(self.paths, sched, **args)
+        if isinstance(sched, str):
+            sched = SchedulerSpec.of(sched)
+        return experiment_from_paths(
+            [path_specs(p) for p in self.paths], workload=workload if workload is not None else self.workload_spec,
+            scheduler=sched, direction="up" if self.direction == "up" else "down", stack=self.stack,
+            seed=self.seed if seed is None else seed,
+            duration_ns=self.duration_ns if duration_ns is None else duration_ns,
+            join_after_ns=self.join_after_ns, backup=self.backup)
+
+    def run(self, scheduler: Any = None, *, backend: Any = "model", record: bool = True, **kw: Any) -> Run:
+        """Run this scenario on a backend (``kw``: workload, seed, duration_ns overrides)."""
+        from workbench.backends import get_backend
+        return get_backend(backend).run(self.to_experiment(scheduler, **kw), record=record)
 
 
 class _Ctx:
@@ -92,48 +136,33 @@ class _Ctx:
         return out
 
 
-def _workload(ctx: _Ctx, d: Any) -> Workload:
-    if d is None:
-        return Bulk()
-    if isinstance(d, str):
-        d = {d: {}}
-    if not isinstance(d, dict) or len(d) != 1:
-        raise ctx.err("workload", "expected one of bulk / finite / bursts / trace")
-    (kind, a), = d.items()
-    a = a or {}
+def _workload(ctx: _Ctx, d: Any) -> WorkloadSpec:
     try:
-        if kind == "bulk":
-            stop = a.get("stop_s")
-            return Bulk(stop_ns=int(float(stop) * 1e9) if stop is not None else None)
-        if kind == "finite":
-            return Finite(size_bytes=int(a["bytes"]))
-        if kind == "bursts":
-            return Bursts(segments=int(a["segments"]), idle_ns=int(float(a.get("idle_ms", 100)) * 1e6),
-                          n_bursts=int(a.get("count", 10)))
-        if kind == "trace":
-            pairs = ctx.csv_pairs("workload.trace", a["csv"]) if isinstance(a, dict) else a
-            return AppTrace(writes=[(int(float(t) * 1e9), int(b)) for t, b in pairs])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ctx.err(f"workload.{kind}", f"bad or missing setting ({e})") from None
-    raise ctx.err("workload", f"unknown workload {kind!r} (bulk, finite, bursts, trace)")
+        return parse_workload(d, csv_pairs=lambda name: ctx.csv_pairs("workload.trace", name))
+    except ValueError as e:
+        raise ctx.err("workload", str(e)) from None
 
 
-def _conn(ctx: _Ctx, d: Any) -> ConnectionConfig:
+# Settings of the older `connection:` section that are not stack settings: they belong to the
+# subflows (join delay, backup) or are model details.
+_SUBFLOW_KEYS = ("join_delay_ns", "backup")
+
+
+def _stack(ctx: _Ctx, d: Any, where: str) -> tuple[StackProfile, int, tuple[str, ...]]:
+    """(stack, join_after_ns, backup path names) from a ``stack:`` or ``connection:`` mapping."""
     if d is None:
-        return ConnectionConfig()
+        return stack_profile("linux-upstream"), 0, ()
     if not isinstance(d, dict):
-        raise ctx.err("connection", "expected a mapping")
-    known = {f.name for f in fields(ConnectionConfig)}
-    bad = set(d) - known
-    if bad:
-        raise ctx.err("connection", f"unknown setting(s) {sorted(bad)}; known: {sorted(known)}")
+        raise ctx.err(where, "expected a mapping")
+    kw = dict(d)
     try:
-        kw = dict(d)
-        if "backup" in kw:
-            kw["backup"] = tuple(kw["backup"])
-        return ConnectionConfig(**kw)
+        join_ns = int(kw.pop("join_delay_ns", 0))
+        backup = tuple(str(b) for b in kw.pop("backup", ()) or ())
+        if "header_bytes" in kw:
+            kw["frame_overhead_bytes"] = int(kw.pop("header_bytes"))
+        return parse_stack(kw), join_ns, backup
     except (TypeError, ValueError) as e:
-        raise ctx.err("connection", str(e)) from None
+        raise ctx.err(where, str(e)) from None
 
 
 def _scheduler(ctx: _Ctx, d: Any) -> Any:
@@ -168,9 +197,17 @@ def scenario_from_dict(d: Any, *, source: str | Path = "<dict>", base_dir: str |
         tls = scenario_timelines(d, base_dir if base_dir is not None else Path(source).parent)
     except InputError as e:
         raise ctx.err("paths", e.problem) from None
-    return Scenario(paths=to_path_configs(tls, duration_ns=duration_ns), workload=_workload(ctx, d.get("workload")),
-                    conn=_conn(ctx, d.get("connection")), scheduler=_scheduler(ctx, d.get("scheduler")),
-                    duration_ns=duration_ns, seed=int(d.get("seed", 0)), source=str(source))
+    if "stack" in d and "connection" in d:
+        raise ctx.err("stack", "give either stack or connection (the older name), not both")
+    where = "stack" if "stack" in d else "connection"
+    stack, join_ns, backup = _stack(ctx, d.get(where), where)
+    direction = str(d.get("direction", "down"))
+    if direction not in ("down", "up"):
+        raise ctx.err("direction", f"expected down (download) or up (upload), got {direction!r}")
+    return Scenario(paths=to_path_configs(tls, duration_ns=duration_ns), workload_spec=_workload(ctx, d.get("workload")),
+                    stack=stack, scheduler=_scheduler(ctx, d.get("scheduler")), duration_ns=duration_ns,
+                    seed=int(d.get("seed", 0)), source=str(source), direction=direction, join_after_ns=join_ns,
+                    backup=backup)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -209,15 +246,16 @@ def lab_scenario(results_json: str | Path, *, scheduler: Any = None) -> Scenario
     except (OSError, KeyError, TypeError, ValueError) as e:
         raise InputError(p, f"not a lab results.json with constant paths ({e})") from None
     from workbench.replay.run import handshake_times
+    wl: WorkloadSpec
     if isinstance(transfer, str):
         t_accept = handshake_times(paths)[0][0]
-        wl: Workload = Bulk(stop_ns=t_accept + int(float(transfer.split()[0]) * 1e9))
+        wl = BulkWorkload(stop_ns=t_accept + int(float(transfer.split()[0]) * 1e9))
     else:
-        wl = Finite(size_bytes=int(transfer))
-    conn = ConnectionConfig(cc=c.get("cc", "cubic"), send_buf_bytes=None, rcv_buf_bytes=32 << 20,
-                            quickack_on_meta_ooo=False)
+        wl = FiniteWorkload(size_bytes=int(transfer))
+    stack = stack_profile("linux-upstream", congestion_control=c.get("cc", "cubic"),
+                          tcp_rmem=(4096, 131072, 32 << 20))
     if scheduler is None:
         from workbench.schedulers import get
         scheduler = get("upstream")
-    return Scenario(paths=paths, workload=wl, conn=conn, scheduler=scheduler, duration_ns=60_000_000_000,
+    return Scenario(paths=paths, workload_spec=wl, stack=stack, scheduler=scheduler, duration_ns=60_000_000_000,
                     source=str(p))

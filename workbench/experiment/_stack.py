@@ -37,6 +37,8 @@ class StackProfile:
     quickack: bool = False                 # ip route ... quickack 1: no delayed ACKs
     delack_min_ms: float = 40.0            # TCP_DELACK_MIN
     advmss: int = 1424                     # payload per segment (MTU 1500 less IP/TCP/timestamps/DSS)
+    frame_overhead_bytes: int | None = None  # bytes on the wire beyond the payload (None: IPv4 + TCP
+                                             # timestamps + DSS = 90, as Linux MPTCP over Ethernet)
     mptcp_ooo_quickack: bool = False       # out-of-tree: quick-ACK when data went to the MPTCP OOO queue
     reinject_on_subflow_rto: bool | None = None  # None: as the scheduler's kernel family does
 

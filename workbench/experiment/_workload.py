@@ -95,7 +95,7 @@ def parse_workload(spec: Any, *, csv_pairs: Any = None) -> WorkloadSpec:
     """The workload from a scenario mapping (``{bulk: {stop_s: 8}}``, ``{finite: {bytes: 4MB}}``,
     ``{bursts: {segments: 10, idle_ms: 500, count: 20}}``, ``{trace: [[t_s, bytes], ...]}`` or
     ``{trace: {csv: file}}``) or from option text (``bulk``, ``bulk:8``, ``finite:4MB``,
-    ``bursts:10,500,20`` = segments, idle ms, count). ``csv_pairs(name)`` reads a trace CSV (the caller
+    ``bursts:10,500,20`` or ``bursts:10:500:20`` = segments, idle ms, count). ``csv_pairs(name)`` reads a trace CSV (the caller
     decides where files may come from). Raises ValueError with the offending key."""
     if spec is None:
         return BulkWorkload()
@@ -109,7 +109,7 @@ def parse_workload(spec: Any, *, csv_pairs: Any = None) -> WorkloadSpec:
                 raise ValueError("finite needs a size, e.g. finite:4MB")
             return FiniteWorkload(_size_bytes(arg, "finite"))
         if kind == "bursts":
-            parts = [p.strip() for p in arg.split(",") if p.strip()]
+            parts = [p.strip() for p in re.split(r"[,:]", arg) if p.strip()]
             if not 1 <= len(parts) <= 3:
                 raise ValueError("bursts:SEGMENTS[,IDLE_MS[,COUNT]]")
             try:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from workbench.experiment._model import LinkSpec, PathSpec
 from workbench.experiment._series import StepSeries  # the one series type, shared with experiments
 
-__all__ = ["PathConfig", "StepSeries"]
+__all__ = ["PathConfig", "StepSeries", "path_specs"]
 
 
 @dataclass(frozen=True)
@@ -46,3 +47,12 @@ class PathConfig:
             buffer_down_bytes=buffer_bytes,
             buffer_up_bytes=buffer_bytes,
         )
+
+
+def path_specs(p: PathConfig) -> tuple[tuple[LinkSpec, LinkSpec], PathSpec]:
+    """The experiment's view of an engine path: its own bottleneck each way (``NAME/down``, ``NAME/up``)."""
+    down = LinkSpec(f"{p.name}/down", rate_bps=p.rate_down_bps, owd_ns=p.owd_down_ns, loss=p.loss_down,
+                    buffer_bytes=p.buffer_down_bytes)
+    up = LinkSpec(f"{p.name}/up", rate_bps=p.rate_up_bps, owd_ns=p.owd_up_ns, loss=p.loss_up,
+                  buffer_bytes=p.buffer_up_bytes)
+    return (down, up), PathSpec(p.name, down=(down.name,), up=(up.name,))

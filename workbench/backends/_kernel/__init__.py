@@ -1,0 +1,1 @@
+"""The ``kernel`` backend: the real Linux MPTCP stack in network namespaces (see `backend`)."""

@@ -1,0 +1,80 @@
+"""Measuring the emulation with the paced UDP probe (`probe.py`): one saturating flow to see the rate
+delivered, one light flow (200 small datagrams a second, never queued) to see the delay added, both
+per 100 ms bin against what was programmed."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+
+from workbench.backends._kernel.accuracy import delay_bins, rate_bins, read_probe
+from workbench.backends._kernel.emulation import Emulation, wait_until
+from workbench.backends._kernel.shaping import Series
+
+__all__ = ["probe_run"]
+
+PROBE = Path(__file__).with_name("probe.py")
+UDP_FRAME_OVERHEAD_BYTES = 14 + 20 + 8   # Ethernet + IPv4 + UDP: what HTB counts besides the payload
+
+
+def probe_run(emu: Emulation, *, path: int, rate_dir: str, duration_ns: int, bin_ns: int = 100_000_000,
+              lead_ns: int = 600_000_000, size_bytes: int = 1400, overdrive: float = 1.25) -> dict[str, pl.DataFrame]:
+    """On a built (not started) emulation: a saturating probe in ``rate_dir`` ("down" | "up") on path
+    ``path`` (0-based) and a light delay probe the other way, for ``duration_ns``. Returns the rate
+    bins of the saturated direction and the delay bins of the other one."""
+    plan, net, lab = emu.plans[path], emu.lab.paths[path], emu.lab
+    rate_link, delay_link = (plan.down, plan.up) if rate_dir == "down" else (plan.up, plan.down)
+    # saturating flow: receiver at the far end of rate_dir
+    if rate_dir == "down":
+        r_ns, r_addr, s_ns, s_addr = lab.client_ns, net.client_addr, lab.server_ns, net.server_addr
+    else:
+        r_ns, r_addr, s_ns, s_addr = lab.server_ns, net.server_addr, lab.client_ns, net.client_addr
+    t0 = time.time_ns() + lead_ns
+    stop = t0 + duration_ns
+    until = stop + int(max(delay_link.owd_ns[1]) + max(rate_link.owd_ns[1])) + 1_500_000_000
+    out_rate, out_delay = emu.workdir / f"probe-rate-{path}.bin", emu.workdir / f"probe-delay-{path}.bin"
+    py = sys.executable
+    recv_rate = lab.spawn(r_ns, [py, str(PROBE), "recv", "--bind", r_addr, "--port", "9001", "--out", str(out_rate),
+                                 "--until-ns", str(until)])
+    recv_delay = lab.spawn(s_ns, [py, str(PROBE), "recv", "--bind", s_addr, "--port", "9002", "--out",
+                                  str(out_delay), "--until-ns", str(until)])
+    for p in (recv_rate, recv_delay):
+        assert p.stdout is not None
+        if p.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"probe receiver did not start: {p.stderr.read() if p.stderr else ''}")
+    emu.start(t0)
+    top = max(rate_link.rate_bps[1]) * overdrive
+    sched = ",".join(f"{t}:{v * overdrive}" for t, v in zip(*rate_link.rate_bps, strict=True))
+    send_rate = lab.spawn(s_ns, [py, str(PROBE), "send", "--dst", r_addr, "--port", "9001", "--bind", s_addr,
+                                 "--rate-bps", str(top), "--schedule", sched, "--size", str(size_bytes),
+                                 "--t0-ns", str(t0), "--stop-ns", str(stop)])
+    send_delay = lab.spawn(r_ns, [py, str(PROBE), "send", "--dst", s_addr, "--port", "9002", "--bind", r_addr,
+                                  "--rate-bps", str(200 * 100 * 8), "--size", "100", "--t0-ns", str(t0),
+                                  "--stop-ns", str(stop)])
+    for p in (send_rate, send_delay, recv_rate, recv_delay):
+        p.wait(timeout=(until - time.time_ns()) / 1e9 + 30)
+    wait_until(until)
+    applied = emu.stop()
+    rx_rate, rx_delay = read_probe(out_rate), read_probe(out_delay)
+    rate_changes = [c["applied_ns"] for c in applied["applied"] if c["link"] == rate_link.name]
+    delay_changes = applied["links"].get(delay_link.name, {}).get("changes", [])
+    return {
+        "rate": rate_bins(rx_rate["t_rx_ns"] - t0, rx_rate["size_bytes"] + UDP_FRAME_OVERHEAD_BYTES,
+                          rate_link.rate_bps, bin_ns=bin_ns, end_ns=duration_ns, changes_ns=rate_changes),
+        "delay": delay_bins(rx_delay["t_tx_ns"] - t0, rx_delay["t_rx_ns"] - rx_delay["t_tx_ns"],
+                            delay_link.owd_ns, bin_ns=bin_ns, end_ns=duration_ns,
+                            transitions=_transitions(delay_link.owd_ns, delay_changes, t0)),
+        "applied": pl.DataFrame(applied["applied"]) if applied["applied"] else pl.DataFrame(),
+        "meta": applied,
+    }
+
+
+def _transitions(owd: Series, changes: list[dict[str, int]], t0_ns: int) -> list[tuple[int, int]]:
+    """(start, end) ns after t0 of every delay change, ramps included (the delay line's own record;
+    netem: the planned step times)."""
+    if changes:
+        return [(c["t_ns"] - t0_ns, max(c["ramp_end_ns"], c["t_ns"]) - t0_ns) for c in changes]
+    return [(t, t) for t in owd[0] if t > 0]

@@ -1,0 +1,223 @@
+"""One direction of one path, as the kernel emulates it: an HTB class whose rate follows the capacity
+timeline, a drop-tail FIFO of the stated size (bfifo in bytes or pfifo in packets) under it, and a
+one-way delay with random loss in front of it — netem where the kernel has it, else the project's
+delay line (native/delayline.c) forwarding frames between the router's two interfaces.
+
+Changes over time: the delay line reads its whole delay/loss schedule at start (it ramps delay
+decreases itself, so frames never reorder); rate changes (and netem delay changes) are applied by a
+`Scheduler` thread with ``tc ... change`` at each step, and the time each change took effect is
+recorded (`AppliedChange`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.backends._kernel._sys import delayline_binary, run
+from workbench.backends._kernel.topology import Lab
+
+__all__ = ["AppliedChange", "LinkShaper", "Scheduler", "Series", "delayline_counters", "merged_schedule"]
+
+# A piecewise-constant series as two tuples (start times ns, values): the same shape as the
+# experiment's StepSeries, without importing it.
+Series = tuple[tuple[int, ...], tuple[float, ...]]
+
+_MIN_RATE_BPS = 8_000  # HTB cannot do 0: an outage is 1 kB/s
+_MTU_FRAME_BYTES = 1514
+
+
+def _rate(bps: float) -> str:
+    return f"{max(round(bps), _MIN_RATE_BPS)}bit"
+
+
+def merged_schedule(owd: Series, loss: Series) -> list[tuple[int, int, float]]:
+    """(offset_ns, delay_ns, loss) at every time either series changes: the delay line's input."""
+    times = sorted(set(owd[0]) | set(loss[0]) | {0})
+    out = []
+    for t in times:
+        d = _value_at(owd, t)
+        p = _value_at(loss, t)
+        if not out or (out[-1][1], out[-1][2]) != (round(d), p):
+            out.append((t, round(d), p))
+    return out
+
+
+def _value_at(s: Series, t_ns: int) -> float:
+    import bisect
+    i = bisect.bisect_right(s[0], t_ns) - 1
+    return s[1][max(i, 0)]
+
+
+@dataclass
+class AppliedChange:
+    """One change as applied: what, when it was planned and when ``tc`` returned (ns after t0)."""
+
+    link: str
+    what: str            # "rate_bps" | "owd_ns" | "endpoint"
+    value: float
+    planned_ns: int
+    applied_ns: int      # when the command returned (the change is in force from then at the latest)
+    issued_ns: int       # when the command was started
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class LinkShaper:
+    """The emulation of one link (one path, one direction) inside the path's router namespace."""
+
+    lab: Lab
+    name: str            # link name, for records
+    router_ns: str
+    in_dev: str          # where its frames enter the router
+    out_dev: str         # where they leave (HTB + FIFO here)
+    rate_bps: Series
+    owd_ns: Series
+    loss: Series
+    buffer_bytes: int | None
+    buffer_packets: int | None
+    use_netem: bool
+    seed: int
+    proc: subprocess.Popen[Any] | None = None
+    counters: dict[str, Any] = field(default_factory=dict)
+
+    def install(self) -> None:
+        """HTB root + one class at the first rate, FIFO (or netem) under it."""
+        ns, dev = self.router_ns, self.out_dev
+        r0 = _rate(self.rate_bps[1][0])
+        run(["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"], ns=ns)
+        run(["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", r0, "ceil", r0,
+             "quantum", str(_MTU_FRAME_BYTES)], ns=ns)
+        run(["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *self._fifo()], ns=ns)
+        if self.use_netem:
+            # delay + loss on an IFB in front of the bridge, so the FIFO above is the only queue
+            ifb = f"ifb-{self.out_dev}"
+            run(["ip", "link", "add", "name", ifb, "type", "ifb"], ns=ns)
+            run(["ip", "link", "set", ifb, "up"], ns=ns)
+            run(["tc", "qdisc", "add", "dev", self.in_dev, "handle", "ffff:", "ingress"], ns=ns)
+            run(["tc", "filter", "add", "dev", self.in_dev, "parent", "ffff:", "matchall", "action", "mirred",
+                 "egress", "redirect", "dev", ifb], ns=ns)
+            run(["tc", "qdisc", "add", "dev", ifb, "root", "handle", "1:", *self._netem(0)], ns=ns)
+
+    def _fifo(self) -> list[str]:
+        if self.buffer_packets is not None:
+            return ["pfifo", "limit", str(max(int(self.buffer_packets), 1))]
+        return ["bfifo", "limit", str(max(int(self.buffer_bytes or 150_000), _MTU_FRAME_BYTES))]
+
+    def _netem(self, t_ns: int) -> list[str]:
+        d_us = round(_value_at(self.owd_ns, t_ns) / 1000)
+        p = _value_at(self.loss, t_ns)
+        return ["netem", "delay", f"{d_us}us", "limit", "1000000", *(["loss", f"{100 * p}%"] if p > 0 else [])]
+
+    def start_delay(self, t0_ns: int, workdir: Path) -> None:
+        """Start the delay line for this direction (delay-line mode); waits until it is forwarding."""
+        if self.use_netem:
+            return
+        sched = workdir / f"delay-{self.name}.txt"
+        sched.write_text("".join(f"{t} {d} {p!r}\n" for t, d, p in merged_schedule(self.owd_ns, self.loss)))
+        self.proc = self.lab.spawn(self.router_ns, [str(delayline_binary()), "--in", self.in_dev, "--out",
+                                                    self.out_dev, "--schedule", str(sched), "--t0-ns",
+                                                    str(t0_ns), "--seed", str(self.seed)])
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("{"):
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise RuntimeError(f"the delay line for {self.name} did not start: {err.strip()[:300]}")
+        self.counters["delayline_start"] = json.loads(line)
+
+    def stop_delay(self) -> None:
+        """Stop the delay line and keep its counters (and its delay changes as applied)."""
+        if self.proc is None:
+            return
+        Lab.stop(self.proc)
+        out = self.proc.stdout.read() if self.proc.stdout else ""
+        self.counters.update(delayline_counters(out))
+        self.proc = None
+
+    def rate_changes(self) -> list[tuple[int, str, float, Callable[[], None]]]:
+        """(t_ns, what, value, apply) for every change after t=0."""
+        out = []
+        for t, v in zip(*self.rate_bps, strict=True):
+            if t > 0:
+                out.append((t, "rate_bps", v, self._rate_change(v)))
+        if self.use_netem:
+            for t in sorted(set(self.owd_ns[0]) | set(self.loss[0])):
+                if t > 0:
+                    out.append((t, "owd_ns", _value_at(self.owd_ns, t), self._netem_change(t)))
+        return out
+
+    def _rate_change(self, bps: float) -> Callable[[], None]:
+        r = _rate(bps)
+        args = ["tc", "class", "change", "dev", self.out_dev, "parent", "1:", "classid", "1:1", "htb", "rate", r,
+                "ceil", r, "quantum", str(_MTU_FRAME_BYTES)]
+        return lambda: run(args, ns=self.router_ns) and None
+
+    def _netem_change(self, t_ns: int) -> Callable[[], None]:
+        args = ["tc", "qdisc", "change", "dev", f"ifb-{self.out_dev}", "root", "handle", "1:", *self._netem(t_ns)]
+        return lambda: run(args, ns=self.router_ns) and None
+
+    def qdisc_stats(self) -> dict[str, int]:
+        """Sent packets/bytes, drops and overlimits of the FIFO under the HTB class (tc -s -j)."""
+        p = run(["tc", "-s", "-j", "qdisc", "show", "dev", self.out_dev], ns=self.router_ns, check=False)
+        try:
+            for q in json.loads(p.stdout or "[]"):
+                if q.get("handle") == "10:":
+                    return {"fifo_sent_bytes": int(q.get("bytes", 0)), "fifo_sent_packets": int(q.get("packets", 0)),
+                            "fifo_drops": int(q.get("drops", 0)), "fifo_backlog_bytes": int(q.get("backlog", 0))}
+        except (ValueError, TypeError):
+            pass
+        return {}
+
+
+def delayline_counters(stdout: str) -> dict[str, Any]:
+    """The delay line's exit line (JSON) as a dict; the applied delay changes as dicts."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{") and '"rx"' in line:
+            d = json.loads(line)
+            d["changes"] = [{"t_ns": c[0], "owd_ns": c[1], "from_owd_ns": c[2], "ramp_end_ns": c[3]}
+                            for c in d.get("changes", [])]
+            return d
+    return {"error": "the delay line printed no counters"}
+
+
+class Scheduler(threading.Thread):
+    """Applies timed changes (rate steps, netem delay steps, late MPTCP endpoints) at t0 + t and
+    records when each took effect. Runs as a daemon thread; `stop` ends it early."""
+
+    def __init__(self, t0_ns: int, changes: list[tuple[int, str, str, float, Callable[[], None]]]) -> None:
+        super().__init__(daemon=True, name="lab-scheduler")
+        self.t0_ns = t0_ns
+        self.changes = sorted(changes, key=lambda c: c[0])
+        self.applied: list[AppliedChange] = []
+        self.errors: list[str] = []
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        for t_ns, link, what, value, apply in self.changes:
+            while True:
+                wait_s = (self.t0_ns + t_ns - time.time_ns()) / 1e9
+                if wait_s <= 0:
+                    break
+                if self._stop_event.wait(min(wait_s, 0.5)):
+                    return
+            issued = time.time_ns()
+            try:
+                apply()
+            except Exception as e:  # recorded, the run is flagged, the other changes go on
+                self.errors.append(f"{link} {what}={value}: {e}")
+                continue
+            done = time.time_ns()
+            self.applied.append(AppliedChange(link, what, value, t_ns, done - self.t0_ns, issued - self.t0_ns))
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout=5)
