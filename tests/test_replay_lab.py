@@ -31,7 +31,7 @@ def lab_replay(name: str):
 def test_upstream_model_matches_kernel_goodput_and_shares(name: str) -> None:
     r, m = lab_replay(name)
     assert r.summary["completed"]
-    rcv = r.events.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c"))
+    rcv = r.events.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c") & (pl.col("payload_bytes") > 0))
     by_path = dict(rcv.group_by("path").agg(pl.col("payload_bytes").sum()).iter_rows())
     share_wifi = by_path["wifi"] / (by_path["wifi"] + by_path["lte"])
     goodput_mbps = r.summary["delivered_bytes"] * 8e3 / r.summary["last_delivery_ns"]

@@ -36,7 +36,7 @@ def paths(loss: float = 0.0) -> list[PathConfig]:
 
 
 def bytes_by_path(r) -> dict[str, int]:
-    snd = r.events.filter((pl.col("point") == "snd") & (pl.col("dir") == "s2c"))
+    snd = r.events.filter((pl.col("point") == "snd") & (pl.col("dir") == "s2c") & (pl.col("payload_bytes") > 0))
     return dict(snd.group_by("path").agg(pl.col("payload_bytes").sum()).iter_rows())
 
 
@@ -99,7 +99,7 @@ def test_redundant_sends_every_segment_on_every_path() -> None:
     size = 2_000_000
     eq = [PathConfig.constant(n, rate_bps=10e6, owd_ns=10 * MS, buffer_bytes=60_000) for n in ("a", "b")]
     r = run_replay(eq, get("redundant"), workload=Finite(size_bytes=size))
-    snd = r.events.filter((pl.col("point") == "snd") & (pl.col("dir") == "s2c"))
+    snd = r.events.filter((pl.col("point") == "snd") & (pl.col("dir") == "s2c") & (pl.col("payload_bytes") > 0))
     per_path = dict(snd.group_by("path").agg(pl.col("dsn").n_unique()).iter_rows())
     n_segs = -(-size // 1424)
     # a lagging subflow skips what the other got DATA_ACKed first, but nearly all go twice

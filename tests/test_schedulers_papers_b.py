@@ -451,7 +451,7 @@ def test_lossy_two_path_finite_transfer_delivers_every_byte_once(name: str) -> N
     assert r.summary["completed"] and r.summary["delivered_bytes"] == size, r.summary
     o = ooo_summary(r.events).row(0, named=True)
     assert o["unique_bytes"] == size and o["n_undeliverable"] == 0
-    sent = r.events.filter((pl.col("point") == "snd") & (pl.col("dir") == "s2c"))
+    sent = r.events.filter((pl.col("point") == "snd") & (pl.col("dir") == "s2c") & (pl.col("payload_bytes") > 0))
     assert set(sent["path"].unique().to_list()) == {"wifi", "lte"}  # both paths carried data
     assert math.isfinite(summarize(r.events, r.samples)["goodput_mbps"])
     r2 = run_replay(paths, get(name), workload=Finite(size_bytes=size), seed=11)

@@ -21,9 +21,10 @@ from workbench.experiment import (
 )
 
 if TYPE_CHECKING:
-    from workbench.replay import ConnectionConfig, PathConfig, Workload
+    from workbench.replay import ConnectionConfig, PathConfig, Route, Workload
 
-__all__ = ["ModelBackend", "engine_connection", "engine_paths", "engine_scheduler", "engine_workload"]
+__all__ = ["ModelBackend", "engine_connection", "engine_paths", "engine_routes", "engine_scheduler",
+           "engine_workload"]
 
 
 def engine_workload(w: WorkloadSpec) -> Workload:
@@ -58,7 +59,8 @@ def engine_connection(stack: StackProfile, *, join_after_ns: int = 0, backup: tu
 
 
 def engine_paths(e: Experiment) -> list[PathConfig]:
-    """One engine path per subflow, in subflow order (each over its own links)."""
+    """One engine path per subflow, in subflow order, for experiments whose subflows each have their
+    own single-link path (what `run_replay` and the path-level helpers take)."""
     from workbench.replay import PathConfig
     out = []
     for s in e.subflows:
@@ -68,6 +70,18 @@ def engine_paths(e: Experiment) -> list[PathConfig]:
                               owd_down_ns=down.owd_ns, owd_up_ns=up.owd_ns, loss_down=down.loss,
                               loss_up=up.loss, buffer_down_bytes=down.buffer_size_bytes,
                               buffer_up_bytes=up.buffer_size_bytes))
+    return out
+
+
+def engine_routes(e: Experiment) -> list[Route]:
+    """One route per subflow: its data cross the path's links in the transfer's direction."""
+    from workbench.replay import Route
+    (transfer,) = e.transfers
+    out = []
+    for s in e.subflows:
+        p = e.path(s.path)
+        data, ack = (p.down, p.up) if transfer.direction == "down" else (p.up, p.down)
+        out.append(Route(p.name, data=data, ack=ack, backup=s.backup))
     return out
 
 
@@ -83,7 +97,8 @@ class ModelBackend(Backend):
 
     name: ClassVar[str] = "model"
     capabilities: ClassVar[frozenset[str]] = frozenset({
-        "python-scheduler", "kernel-scheduler", "time-varying", "random-loss", "plain-tcp"})
+        "upload", "shared-bottleneck", "many-subflows", "python-scheduler", "kernel-scheduler", "time-varying",
+        "random-loss", "plain-tcp"})
 
     def __init__(self, *, sample_interval_ns: int = 10_000_000) -> None:
         self.sample_interval_ns = sample_interval_ns
@@ -95,16 +110,16 @@ class ModelBackend(Backend):
             raise UnsupportedExperiment(self.name, "subflows joining at different times")
 
     def run(self, experiment: Experiment, *, record: bool = True, workdir: Path | None = None) -> Run:
-        from workbench.replay import run_replay
+        from workbench.replay import run_network
         self.check(experiment)
         e = experiment
         (transfer,) = e.transfers
         joins = [s.join_after_ns for s in e.subflows[1:]]
         cfg = engine_connection(e.stack, join_after_ns=joins[0] if joins else 0,
-                                backup=tuple(s.path for s in e.subflows if s.backup),
                                 sample_interval_ns=self.sample_interval_ns, plain_tcp=e.protocol == "tcp")
-        r = run_replay(engine_paths(e), engine_scheduler(e), workload=engine_workload(transfer.workload), conn=cfg,
-                       seed=e.seed, duration_ns=e.duration_ns, record=record)
+        r = run_network(e.links, engine_routes(e), engine_scheduler(e), workload=engine_workload(transfer.workload),
+                        conn=cfg, seed=e.seed, duration_ns=e.duration_ns, record=record,
+                        direction=transfer.direction)
         counters = {k: v for k, v in r.summary.items() if k != "wall_s"}
         from workbench.replay import engine_is_compiled
         prov = {"backend": self.name, "scheduler": r.scheduler, "engine_compiled": engine_is_compiled(),

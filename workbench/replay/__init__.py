@@ -21,9 +21,10 @@ if os.environ.get("WORKBENCH_PURE_PYTHON"):
 check_compiled_engine()  # before importing them: a stale compiled module would hide source edits
 
 from workbench.replay.mptcp import ConnectionConfig  # noqa: E402
+from workbench.replay.network import Route  # noqa: E402
 from workbench.replay.paths import PathConfig, StepSeries  # noqa: E402
 from workbench.replay.pcap import write_pcap  # noqa: E402
-from workbench.replay.run import ReplayResult, run_replay, run_single_path_baselines  # noqa: E402
+from workbench.replay.run import ReplayResult, run_network, run_replay, run_single_path_baselines  # noqa: E402
 from workbench.replay.workload import AppTrace, Bulk, Bursts, Finite, Workload  # noqa: E402
 
 __all__ = [
@@ -34,9 +35,11 @@ __all__ = [
     "Finite",
     "PathConfig",
     "ReplayResult",
+    "Route",
     "StepSeries",
     "Workload",
     "engine_is_compiled",
+    "run_network",
     "run_replay",
     "run_single_path_baselines",
     "write_pcap",

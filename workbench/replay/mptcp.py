@@ -1,6 +1,6 @@
 """The MPTCP connection: meta-level sender (server) and receiver (client) of a download.
 
-Sender (out-of-tree ``mptcp_write_xmit`` structure, SCHEDULERS.md §0):
+Sender (out-of-tree ``mptcp_write_xmit`` structure, docs/MODEL.md §0):
 
 * The application writes into a send buffer of ``send_buf_bytes`` (bytes written and not yet
   DATA_ACKed). Writes are cut into meta segments of at most one MSS (an unsent short tail is topped

@@ -18,7 +18,7 @@ __all__ = ["Recorder"]
 
 
 class Recorder:
-    __slots__ = ("ack", "conn", "drop", "rcv", "samples", "snd")
+    __slots__ = ("ack", "conn", "drop", "handshake", "rcv", "samples", "snd")
 
     def __init__(self) -> None:
         # (t_ns, subflow, seq, payload, dsn, is_retrans, is_reinject)
@@ -31,6 +31,8 @@ class Recorder:
         self.ack: list[tuple] = []
         # (t_ns, is_periodic, subflow, cwnd, inflight, srtt_ns, queued_bytes, snd_buf, rcv_ooo)
         self.samples: list[tuple] = []
+        # (t_sent_ns, t_arrived_ns, subflow, dir, tcp_flags): SYN / SYN-ACK / ACK at the model's times
+        self.handshake: list[tuple] = []
         self.conn: Connection | None = None
 
     def on_drop(self, pkt: tuple, t_ns: int, reason: int) -> None:

@@ -1,11 +1,22 @@
 """Public entry of the engine: build one run (event loop, links, subflows, connection, scheduler,
 workload, recorder) from `PathConfig`s, run it, and return a `ReplayResult`.
 
-Connection set-up is modelled by timing only (no SYN packets are simulated): the initial subflow is
-usable at the server after SYN / SYN-ACK / ACK on path 0 (1.5 RTT after the client connects), a
-joined subflow k after the client got the SYN-ACK on path 0 and ran MP_JOIN on path k
-(RTT_0 + 1.5 RTT_k) — as in the lab runs, where the client opens the second subflow. Each
-handshake gives the subflow its first RTT sample, as Linux measures the SYN-ACK RTT.
+Connection set-up is modelled by timing only (SYN packets are not simulated, so they are never
+lost or queued), but recorded: SYN, SYN-ACK and ACK rows appear in PacketEvents at the times the
+model uses, so goodput and completion count from the client's connect in a replay as in a capture.
+For a download the initial subflow is usable at the server after SYN / SYN-ACK / ACK on path 0
+(1.5 RTT after the client connects), a joined subflow k after the client got the SYN-ACK on path 0
+and ran MP_JOIN on path k (RTT_0 + 1.5 RTT_k), as in the lab runs, where the client opens the
+second subflow. For an upload the client sends: the initial subflow is usable once it has the
+SYN-ACK (1 RTT), a joined one once the server has acknowledged its third ACK (RFC 8684 §3.2: RTT_0 +
+2 RTT_k). Each handshake gives the subflow its first RTT sample, as Linux measures the SYN-ACK RTT.
+
+The network is links plus routes (`workbench.replay.network`): subflows may share a bottleneck, and
+an upload routes the client's data over the up links; the tables label directions as on the wire.
+
+Random loss on each link draws from its own stream, derived from (seed, link name), so a change in
+what one link carries does not change the losses another link applies (tuning candidates face the
+same losses per link).
 """
 
 from __future__ import annotations
@@ -13,14 +24,15 @@ from __future__ import annotations
 import gc
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workbench.replay.cc import make_cc
 from workbench.replay.events import EventLoop
-from workbench.replay.link import Link
 from workbench.replay.mptcp import Connection, ConnectionConfig
-from workbench.replay.paths import PathConfig
+from workbench.replay.network import Route, build_links, route_owd_ns, wire
+from workbench.replay.paths import PathConfig, path_specs
 from workbench.replay.recorder import Recorder
 from workbench.replay.tcp import SubflowReceiver, SubflowSender
 from workbench.replay.workload import Workload
@@ -29,7 +41,9 @@ from workbench.schedulers.base import Scheduler
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["ReplayResult", "run_replay", "run_single_path_baselines"]
+    from workbench.experiment._model import LinkSpec
+
+__all__ = ["ReplayResult", "Route", "run_network", "run_replay", "run_single_path_baselines"]
 
 _SAFETY_CAP_NS = 3600 * 1_000_000_000
 
@@ -45,12 +59,15 @@ class ReplayResult:
     seed: int
     summary: dict[str, Any]
     recorder: Recorder | None = field(repr=False, default=None)
+    direction: str = "down"
+    subflow_paths: list[str] = field(default_factory=list)  # the path of each subflow, by index
     _events: Any = field(default=None, repr=False)
     _samples: Any = field(default=None, repr=False)
 
     @property
     def path_names(self) -> list[str]:
-        return [p.name for p in self.paths]
+        """The path of each subflow, by subflow index."""
+        return self.subflow_paths or [p.name for p in self.paths]
 
     @property
     def events(self) -> pl.DataFrame:
@@ -71,35 +88,82 @@ class ReplayResult:
         return float(self.summary["goodput_bps"])
 
 
-def handshake_times(paths: list[PathConfig], join_delay_ns: int = 0) -> list[tuple[int, int]]:
-    """(time the server may send on subflow k, handshake RTT sample) per path."""
-    p0 = paths[0]
-    up0 = int(p0.owd_up_ns.at(0))
-    down0 = int(p0.owd_down_ns.at(0))
-    out = [(2 * up0 + down0, up0 + down0)]
-    t_client = up0 + down0 + join_delay_ns  # client has the initial SYN-ACK and sends MP_JOINs
-    for p in paths[1:]:
-        up = int(p.owd_up_ns.at(t_client))
-        down = int(p.owd_down_ns.at(t_client))
-        out.append((t_client + 2 * up + down, up + down))
+def handshake_times(paths: list[PathConfig], join_delay_ns: int = 0, *, direction: str = "down",
+                    ) -> list[tuple[int, int]]:
+    """(time the data sender may send on subflow k, handshake RTT sample) per path."""
+    owd = [(p.owd_up_ns.at, p.owd_down_ns.at) for p in paths]
+    return [(t_use, rtt) for t_use, rtt, _ in _handshakes(owd, join_delay_ns, direction)]
+
+
+OwdAt = Callable[[int], float]
+
+
+def _handshakes(owd: list[tuple[OwdAt, OwdAt]], join_delay_ns: int, direction: str,
+                ) -> list[tuple[int, int, list[tuple[int, int, str, int]]]]:
+    """Per subflow, from its (client -> server, server -> client) one-way delays at a time: (usable
+    at the data sender, RTT sample, packets) where each packet is (t_sent_ns, t_arrived_ns, dir
+    "c2s"/"s2c", TCP flags)."""
+    syn, ack = 0x002, 0x010
+    out = []
+    t_client = 0  # the client connects at 0; it sends MP_JOINs once it has the initial SYN-ACK
+    for k, (c2s, s2c) in enumerate(owd):
+        t0 = 0 if k == 0 else t_client
+        up = int(c2s(t0))
+        down = int(s2c(t0 + up))
+        pkts = [(t0, t0 + up, "c2s", syn), (t0 + up, t0 + up + down, "s2c", syn | ack),
+                (t0 + up + down, t0 + 2 * up + down, "c2s", ack)]
+        if direction == "down":
+            t_use = t0 + 2 * up + down
+        elif k == 0:
+            t_use = t0 + up + down
+        else:  # the joining client waits for the server's ACK of its third ACK
+            pkts.append((t0 + 2 * up + down, t0 + 2 * up + 2 * down, "s2c", ack))
+            t_use = t0 + 2 * up + 2 * down
+        out.append((t_use, up + down, pkts))
+        if k == 0:
+            t_client = up + down + join_delay_ns
     return out
 
 
 def run_replay(paths: list[PathConfig], scheduler: Scheduler, *, workload: Workload,
                conn: ConnectionConfig | None = None, seed: int = 0, duration_ns: int | None = None,
-               record: bool = True) -> ReplayResult:
-    """Replay one MPTCP download (server -> client) over ``paths`` with ``scheduler``.
+               record: bool = True, direction: str = "down") -> ReplayResult:
+    """Replay one MPTCP transfer over ``paths`` (one subflow per path, each over its own bottleneck
+    each way: links ``NAME/down`` and ``NAME/up``) with ``scheduler``: a download (server -> client,
+    ``direction="down"``) or an upload (``"up"``).
 
     ``duration_ns`` caps simulated time (required for an endless `Bulk`); the run also ends when a
     finite workload has been completely DATA_ACKed. Same inputs and seed give identical results.
     """
-    if isinstance(scheduler, str):
-        raise TypeError("run_replay takes a Scheduler instance; resolve names with "
-                        "workbench.schedulers.get(name, **params)")
     if not paths:
         raise ValueError("run_replay needs at least one path")
     if len({p.name for p in paths}) != len(paths):
         raise ValueError("path names must be unique")
+    cfg = conn if conn is not None else ConnectionConfig()
+    specs, routes = [], []
+    for p in paths:
+        (down, up), _ = path_specs(p)
+        specs += [down, up]
+        data, ack = ((down.name,), (up.name,)) if direction == "down" else ((up.name,), (down.name,))
+        routes.append(Route(p.name, data=data, ack=ack, backup=p.name in cfg.backup))
+    r = run_network(specs, routes, scheduler, workload=workload, conn=cfg, seed=seed, duration_ns=duration_ns,
+                    record=record, direction=direction)
+    r.paths = list(paths)
+    return r
+
+
+def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: Scheduler, *, workload: Workload,
+                conn: ConnectionConfig | None = None, seed: int = 0, duration_ns: int | None = None,
+                record: bool = True, direction: str = "down") -> ReplayResult:
+    """Replay one MPTCP transfer with one subflow per `Route` over ``links`` (which subflows may
+    share: a common bottleneck). Subflow k is ``routes[k]``; the first is the initial subflow."""
+    if isinstance(scheduler, str):
+        raise TypeError("run_replay takes a Scheduler instance; resolve names with "
+                        "workbench.schedulers.get(name, **params)")
+    if not routes:
+        raise ValueError("a replay needs at least one subflow")
+    if direction not in ("down", "up"):
+        raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
     cfg = conn if conn is not None else ConnectionConfig()
     wl = workload.fresh()
     if duration_ns is None and getattr(wl, "stop_ns", 1) is None:
@@ -113,32 +177,35 @@ def run_replay(paths: list[PathConfig], scheduler: Scheduler, *, workload: Workl
         rec.conn = c
     on_drop = rec.on_drop if rec is not None else None
     cc = make_cc(cfg.cc, c.subflows, hystart=cfg.hystart)
-    links: list[tuple[Link, Link]] = []
-    for k, p in enumerate(paths):
-        down = Link(loop, name=f"{p.name}/down", rate_bps=p.rate_down_bps, owd_ns=p.owd_down_ns,
-                    loss=p.loss_down, buffer_bytes=p.buffer_down_bytes, rng=rng, deliver=None,  # type: ignore[arg-type]
-                    on_drop=on_drop)
-        up = Link(loop, name=f"{p.name}/up", rate_bps=p.rate_up_bps, owd_ns=p.owd_up_ns,
-                  loss=p.loss_up, buffer_bytes=p.buffer_up_bytes, rng=rng, deliver=None,  # type: ignore[arg-type]
-                  on_drop=on_drop)
-        sf = SubflowSender(loop, index=k, name=p.name, conn=c, link=down, mss=cfg.mss_bytes,
+    spec_by_name = {s.name: s for s in links}
+    net = build_links(loop, links, seed=seed, on_drop=on_drop)
+    receivers = []
+    for k, r in enumerate(routes):
+        sf = SubflowSender(loop, index=k, name=r.path, conn=c, link=net[r.data[0]], mss=cfg.mss_bytes,
                            hdr_bytes=cfg.header_bytes, init_cwnd=cfg.init_cwnd, rto_min_ns=cfg.rto_min_ns,
-                           rec=rec, backup=p.name in cfg.backup)
+                           rec=rec, backup=r.backup)
         sf.cc = cc
-        rcv = SubflowReceiver(loop, index=k, meta=c.rx, link=up, rec=rec, ack_bytes=cfg.ack_bytes,
+        rcv = SubflowReceiver(loop, index=k, meta=c.rx, link=net[r.ack[0]], rec=rec, ack_bytes=cfg.ack_bytes,
                               delayed_ack=cfg.delayed_ack, delack_ns=cfg.delack_ns,
                               quickack_on_meta_ooo=cfg.quickack_on_meta_ooo)
-        down.deliver = rcv.on_data
-        up.deliver = sf.on_ack
         c.subflows.append(sf)
         c.views.append(sf)
-        links.append((down, up))
+        receivers.append(rcv)
+    wire(net, routes, data_ends=[r.on_data for r in receivers], ack_ends=[s.on_ack for s in c.subflows],
+         data_header_bytes=cfg.header_bytes, ack_bytes=cfg.ack_bytes)
     sched.on_start(c.view, c.views)
     c.workload = wl
     wl.start(c, 0)
     if cfg.handshake:
-        for sf, (t, rtt) in zip(c.subflows, handshake_times(paths, cfg.join_delay_ns), strict=True):
+        def owd_fns(r: Route) -> tuple[OwdAt, OwdAt]:
+            c2s, s2c = (r.ack, r.data) if direction == "down" else (r.data, r.ack)
+            return ((lambda t, x=c2s: route_owd_ns(spec_by_name, x, t)),
+                    (lambda t, x=s2c: route_owd_ns(spec_by_name, x, t)))
+        hs = _handshakes([owd_fns(r) for r in routes], cfg.join_delay_ns, direction)
+        for sf, (t, rtt, pkts) in zip(c.subflows, hs, strict=True):
             loop.at(t, lambda a: c.establish(a[0], loop.now, a[1]), (sf, rtt))
+            if rec is not None:
+                rec.handshake.extend((t_snd, t_rcv, sf.index, d, flags) for t_snd, t_rcv, d, flags in pkts)
     else:
         for sf in c.subflows:
             loop.at(0, lambda s: c.establish(s, loop.now, 0), sf)
@@ -183,11 +250,11 @@ def run_replay(paths: list[PathConfig], scheduler: Scheduler, *, workload: Workl
         "opportunistic_retransmissions": c.n_opportunistic,
         "penalizations": c.n_penalized,
         "meta_rto": c.n_meta_rto,
-        "queue_drops": sum(d.n_drop_queue for d, _ in links),
-        "random_losses": sum(d.n_drop_loss for d, _ in links),
+        "queue_drops": sum(lk.n_drop_queue for lk in net.values()),
+        "random_losses": sum(lk.n_drop_loss for lk in net.values()),
         "max_rcv_ooo_bytes": c.rx.max_ooo_bytes,
         "per_path": {
-            s.name: {
+            _unique_name(c.subflows, s): {
                 "sent_packets": s.n_sent,
                 "sent_bytes": (s.sseq[s.nxt] if s.nxt < s.end else s.write_bytes) - 1,
                 "acked_bytes": s.una_bytes - 1,
@@ -201,11 +268,17 @@ def run_replay(paths: list[PathConfig], scheduler: Scheduler, *, workload: Workl
                 "srtt_ns": (s.srtt_us8 >> 3) * 1000,
                 "hystart_exits": s.hystart_exits,
             }
-            for s, (d, _) in zip(c.subflows, links, strict=True)
+            for s, d in ((s, net[r.data[0]]) for s, r in zip(c.subflows, routes, strict=True))
         },
     }
-    return ReplayResult(paths=list(paths), scheduler=repr(sched), config=cfg, seed=seed, summary=summary,
-                        recorder=rec)
+    return ReplayResult(paths=[], scheduler=repr(sched), config=cfg, seed=seed, summary=summary,
+                        recorder=rec, direction=direction, subflow_paths=[r.path for r in routes])
+
+
+def _unique_name(subflows: list[SubflowSender], sf: SubflowSender) -> str:
+    """The path name, or ``path#k`` for a second subflow on the same path."""
+    first = next(s for s in subflows if s.name == sf.name)
+    return sf.name if first is sf else f"{sf.name}#{sf.index}"
 
 
 def run_single_path_baselines(paths: list[PathConfig], *, workload: Workload,

@@ -1,12 +1,14 @@
 """Recorder lists -> PACKET_EVENTS / SAMPLES DataFrames (the only replay module importing polars).
 
 Conventions of a replayed download (server -> client): data rows are ``dir="s2c"``, ACK rows
-``"c2s"``; ``seq`` is relative to the ISN with the SYN at 0 (first data byte = 1, as in captures);
+``"c2s"`` (an upload swaps the two); ``seq`` is relative to the ISN with the SYN at 0 (first data byte = 1, as in captures);
 ``dsn`` relative to the IDSN (first data byte = 0); DATA_ACKs on c2s rows are relative DSNs of the
 s2c direction; data rows carry ``data_ack = 0`` (the client sends no data). ``t_ns`` counts from
 the client's connect. ``ts_val`` is the send time in ms (Linux TCP timestamps tick in ms).
-Rows: data ``snd`` (at the server), data ``rcv`` (at the client, with ``owd_ns``), ``drop`` (in the
-network, data or ACK), ACK ``rcv`` at the server (the DATA_ACK tap). ACK ``snd`` rows are not kept.
+Rows: data ``snd`` (at the sender), data ``rcv`` (at the receiver, with ``owd_ns``), ``drop`` (in the
+network, data or ACK), ACK ``rcv`` at the sender (the DATA_ACK tap). ACK ``snd`` rows are not kept.
+The handshake (SYN, SYN-ACK, ACK; for a joined upload subflow also the server's ACK of the third
+ACK) has ``snd`` and ``rcv`` rows at the times the model uses.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
     names = result.path_names
     hdr = cfg.header_bytes
     ackb = cfg.ack_bytes
-    srv_win = 65535 << 7  # the server's own receive window (it receives no data): constant
+    srv_win = 65535 << 7  # the data sender's own receive window (it receives no data): constant
+    data_dir, ack_dir = ("s2c", "c2s") if result.direction == "down" else ("c2s", "s2c")
     parts: list[pl.DataFrame] = []
 
     def data_frame(rows: list[tuple], point: str, with_owd: bool) -> pl.DataFrame:
@@ -53,7 +56,7 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
             "owd_ns": pl.Series(cols[7], dtype=pl.Int64) if with_owd else pl.Series([None] * n, dtype=pl.Int64),
         })
         return df.with_columns(
-            point=pl.lit(point), dir=pl.lit("s2c"), ack=pl.lit(1, pl.UInt32),
+            point=pl.lit(point), dir=pl.lit(data_dir), ack=pl.lit(1, pl.UInt32),
             flags=pl.lit(_ACK | _PSH, pl.UInt16), frame_bytes=(pl.col("payload_bytes") + hdr).cast(pl.UInt32),
             rwnd_bytes=pl.lit(srv_win, pl.UInt64), data_ack=pl.lit(0, pl.UInt64),
         )
@@ -79,12 +82,14 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
             "owd_ns": pl.Series(cols[7], dtype=pl.Int64),
         })
         df = df.with_columns(
-            dir=pl.lit("c2s"), seq=pl.lit(1, pl.Int64), payload_bytes=pl.lit(0, pl.UInt32),
+            dir=pl.lit(ack_dir), seq=pl.lit(1, pl.Int64), payload_bytes=pl.lit(0, pl.UInt32),
             flags=pl.lit(_ACK, pl.UInt16),
             frame_bytes=(pl.lit(ackb) + pl.when(pl.col("sack")).then(12).otherwise(0)).cast(pl.UInt32),
             dsn=pl.lit(None, pl.UInt64), is_retrans=pl.lit(False), is_reinject=pl.lit(False),
         ).drop("sack")
         parts.append(df)
+    if rec.handshake:
+        parts.append(_handshake_rows(rec.handshake, ackb, srv_win))
     parts = [p for p in parts if p.height]
     if not parts:
         return pl.DataFrame(schema=PACKET_EVENTS)
@@ -101,6 +106,29 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
     )
     df = df.select([pl.col(c).cast(t) for c, t in PACKET_EVENTS.items()])
     return df.sort("t_ns", maintain_order=True)
+
+
+def _handshake_rows(rows: list[tuple], ack_bytes: int, rwnd_bytes: int) -> pl.DataFrame:
+    """``snd`` and ``rcv`` rows of each handshake packet (t_sent, t_arrived, subflow, dir, flags)."""
+    syn = 0x002
+    out = []
+    for t_snd, t_rcv, sf, d, flags in rows:
+        is_syn = bool(flags & syn)
+        seq = 0 if is_syn else 1
+        ack = 0 if flags == syn else 1
+        size = ack_bytes + (12 if is_syn else 0)  # SYNs carry MSS, SACK-permitted, window scale
+        out.append((t_snd, sf, d, flags, seq, ack, size, "snd", None))
+        out.append((t_rcv, sf, d, flags, seq, ack, size, "rcv", t_rcv - t_snd))
+    cols = list(zip(*out, strict=True))
+    return pl.DataFrame({
+        "t_ns": pl.Series(cols[0], dtype=pl.Int64), "subflow": pl.Series(cols[1], dtype=pl.UInt32),
+        "dir": pl.Series(cols[2], dtype=pl.String), "flags": pl.Series(cols[3], dtype=pl.UInt16),
+        "seq": pl.Series(cols[4], dtype=pl.Int64), "ack": pl.Series(cols[5], dtype=pl.Int64),
+        "frame_bytes": pl.Series(cols[6], dtype=pl.UInt32), "point": pl.Series(cols[7], dtype=pl.String),
+        "owd_ns": pl.Series(cols[8], dtype=pl.Int64),
+    }).with_columns(payload_bytes=pl.lit(0, pl.UInt32), dsn=pl.lit(None, pl.UInt64), is_retrans=pl.lit(False),
+                    is_reinject=pl.lit(False), rwnd_bytes=pl.lit(rwnd_bytes, pl.UInt64),
+                    data_ack=pl.lit(None, pl.UInt64))
 
 
 def samples(result: ReplayResult) -> pl.DataFrame:

@@ -5,7 +5,7 @@ Sender, per subflow:
 * Segments are whole MSS-or-smaller chunks handed down by the MPTCP connection (its scheduler); the
   subflow keeps them in parallel lists indexed by segment number (``una <= nxt <= end``): segments
   ``[una, nxt)`` are in flight, ``[nxt, end)`` are queued on the subflow but not yet sent (the
-  "write_seq - snd_nxt" bytes that §0.2 of SCHEDULERS.md tests).
+  "write_seq - snd_nxt" bytes that §0.2 of docs/MODEL.md tests).
 * RTT estimator = Linux ``tcp_rtt_estimator`` in integer µs (srtt ×8, mdev ×4, ``mdev_max`` reset to
   ``rto_min`` every RTT, hence ``rttvar >= ~200 ms``); RTO = srtt + rttvar, exponential back-off,
   re-armed on every ACK that acks new data. RTT samples as ``tcp_clean_rtx_queue``: oldest newly
@@ -89,6 +89,7 @@ class SubflowSender:
         "hystart_exits",
         "in_flight",
         "index",
+        "is_cwnd_limited",
         "last_ack_ns",
         "link",
         "loop",
@@ -186,8 +187,9 @@ class SubflowSender:
         self.prior_cwnd = init_cwnd
         self.prr_delivered = 0
         self.prr_out = 0
-        self.max_po = 0
-        self.cwnd_usage_idx = 0
+        self.max_po = 0              # tp->max_packets_out over the current window
+        self.cwnd_usage_idx = 0      # tp->cwnd_usage_seq, as a segment number
+        self.is_cwnd_limited = False  # tp->is_cwnd_limited
         self.hystart_exits = 0
         # RTT / RTO
         self.rto_min_us = rto_min_ns // 1000
@@ -354,14 +356,21 @@ class SubflowSender:
                     inflight += 1
                 self.nxt = i
                 self.n_sent += k
-                po = i - self.una
-                if po > self.max_po:
-                    self.max_po = po
                 if self.ca_state == CA_RECOVERY:
                     self.prr_out += k
                 sent = True
                 continue
             break
+        # tcp_cwnd_validate (tcp_output.c), after tcp_write_xmit: remember, per window of data, whether
+        # the cwnd was fully used, or else the most packets that were out (growth test in on_ack).
+        cwnd_limited = inflight >= self.cwnd
+        if sent or cwnd_limited:
+            po = self.nxt - self.una
+            if (self.una >= self.cwnd_usage_idx or cwnd_limited
+                    or (not self.is_cwnd_limited and po > self.max_po)):
+                self.is_cwnd_limited = cwnd_limited
+                self.max_po = po
+                self.cwnd_usage_idx = self.nxt
         if sent:
             self._sync()
             if self.rto_timer.deadline is None:
@@ -477,9 +486,6 @@ class SubflowSender:
                 self.rate_bps = (nb - self.rate_una_bytes) * 8e9 / dt
                 self.rate_t0_ns = now
                 self.rate_una_bytes = nb
-            if ack >= self.cwnd_usage_idx:  # a new window: restart max packets_out tracking
-                self.cwnd_usage_idx = self.nxt
-                self.max_po = self.nxt - ack
         state = self.ca_state
         if state:
             if state == CA_RECOVERY:
@@ -496,9 +502,10 @@ class SubflowSender:
             state = CA_RECOVERY
         if state == CA_RECOVERY:
             self._prr(acked + newly)
-        # tcp_is_cwnd_limited: in slow start allow growth up to 2x what was used
-        elif acked and ((self.cwnd < 2 * self.max_po) if self.cwnd < self.ssthresh
-                        else (self.max_po >= self.cwnd)):
+        # tcp_is_cwnd_limited: the window was fully used, or (slow start) grow up to 2x what was used.
+        # The usage is the one tcp_cwnd_validate recorded at send time: resetting it on this ACK
+        # (as an earlier version did) froze cwnd at 1 after an RTO whose ACK covered everything.
+        elif acked and (self.is_cwnd_limited or (self.cwnd < self.ssthresh and self.cwnd < 2 * self.max_po)):
             self.cc.cong_avoid(self, acked, now)
             if self.cwnd > self.cwnd_max_seen:
                 self.cwnd_max_seen = self.cwnd

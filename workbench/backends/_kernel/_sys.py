@@ -8,14 +8,17 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from workbench.errors import InputError
 
-__all__ = ["LabUnavailable", "check_environment", "delayline_binary", "netem_available", "ns_cmd", "run"]
+__all__ = ["LabUnavailable", "LineReader", "check_environment", "delayline_binary", "netem_available", "ns_cmd", "run"]
 
-TOOLS = ("ip", "tc", "ethtool", "tcpdump")
+TOOLS = ("ip", "tc", "ethtool", "tcpdump", "mergecap")
 
 
 class LabUnavailable(InputError):
@@ -84,3 +87,46 @@ def check_environment(*, need_delayline: bool = True) -> None:
     if need_delayline and not netem_available() and not delayline_binary().is_file():
         raise LabUnavailable(f"this kernel has no netem and the delay line {delayline_binary()} is not built "
                              "(bash scripts/setup.sh builds it)")
+
+
+class LineReader:
+    """Collects the lines a child process writes on one pipe, in a daemon thread, so waiting for
+    "ready" never blocks on a process that says something else (or nothing)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._done = False
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: Any) -> None:
+        try:
+            for line in stream:
+                with self._cond:
+                    self.lines.append(line.rstrip("\n"))
+                    self._cond.notify_all()
+        except (OSError, ValueError):
+            pass
+        with self._cond:
+            self._done = True
+            self._cond.notify_all()
+
+    def wait_for(self, needle: str, timeout_s: float) -> str | None:
+        """The first line containing ``needle``, or None after ``timeout_s`` / at end of stream."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if needle in line:
+                        return line
+                left = deadline - time.monotonic()
+                if self._done or left <= 0:
+                    return None
+                self._cond.wait(left)
+
+    def text(self, *, wait_s: float = 2.0) -> str:
+        """Everything read so far (waits up to ``wait_s`` for the end of the stream)."""
+        self._thread.join(timeout=wait_s)
+        with self._cond:
+            return "\n".join(self.lines)

@@ -44,17 +44,29 @@ def _excluded(n_bins: int, bin_ns: int, spans: Sequence[tuple[int, int]]) -> np.
 
 
 def rate_bins(t_ns: pl.Series, frame_bytes: pl.Series, programmed: Series, *, bin_ns: int, end_ns: int,
-              changes_ns: Sequence[int] = (), start_ns: int = 0) -> pl.DataFrame:
+              changes_ns: Sequence[int] = (), start_ns: int = 0, owd_ns: pl.Series | None = None,
+              programmed_owd: Series | None = None) -> pl.DataFrame:
     """Rate delivered per bin (receive times ``t_ns`` relative to t0, Ethernet frame sizes) against the
-    programmed rate; the flow is assumed to saturate the link (bins where it did not are the
-    caller's to remove). Columns: bin, t_ns, n, delivered_bps, programmed_bps, rel_err."""
+    programmed rate. With the packets' one-way delays (``owd_ns``, ``programmed_owd``) only saturated
+    bins are kept: every packet of the bin, the first included, waited behind at least two full
+    frames (its one-way delay exceeds the programmed delay by two frame times), so the link never
+    idled. Columns: bin, t_ns, n, delivered_bps, programmed_bps, rel_err."""
     n_bins = int((end_ns - start_ns) // bin_ns)
     spans = [(t, t) for t in programmed[0] if t > 0] + [(t, t) for t in changes_ns]
     planned = [t for t in programmed[0] if t > 0]
     spans += [(p, a) for p, a in zip(sorted(planned), sorted(changes_ns), strict=False)]
     bad = _excluded(n_bins, bin_ns, [(a - start_ns, b - start_ns) for a, b in spans])
-    df = pl.DataFrame({"t": t_ns.cast(pl.Int64), "b": frame_bytes.cast(pl.Int64)}).sort("t").with_columns(
+    df = pl.DataFrame({"t": t_ns.cast(pl.Int64), "b": frame_bytes.cast(pl.Int64)}).with_columns(
         bin=((pl.col("t") - start_ns) // bin_ns))
+    if owd_ns is not None and programmed_owd is not None:
+        t_list = df["t"].to_list()
+        extra = np.array([_value_at(programmed_owd, t) + 2 * _FRAME_BITS / _value_at(programmed, t) * 1e9
+                          for t in t_list])
+        df = df.with_columns(queued=pl.Series(owd_ns.cast(pl.Float64).to_numpy() > extra))
+        busy = df.group_by("bin").agg(pl.col("queued").all())
+        idle_bins = set(busy.filter(~pl.col("queued"))["bin"].to_list())
+        bad[[k for k in idle_bins if 0 <= k < n_bins]] = True
+    df = df.sort("t")
     g = df.filter((pl.col("bin") >= 0) & (pl.col("bin") < n_bins)).group_by("bin").agg(
         n=pl.len(), span_ns=pl.col("t").max() - pl.col("t").min(), bytes_after_first=pl.col("b").sum() - pl.col("b").first())
     g = g.filter(pl.col("n") >= 3).with_columns(delivered_bps=pl.col("bytes_after_first") * 8e9 / pl.col("span_ns"))
@@ -109,9 +121,8 @@ def capture_accuracy(events: pl.DataFrame, links: dict[tuple[str, str], tuple[Se
     """Emulation accuracy from a lab run's PacketEvents (a capture pair: every received packet has
     its one-way delay). ``links`` maps (path, "s2c"|"c2s") to (programmed rate, programmed delay).
 
-    Rate: per path and direction, the frames received per bin, in bins where the link was saturated
-    — every packet of the bin, the first included, waited behind at least two full frames (its one-way
-    delay exceeds the programmed delay by two frame times), so the link never idled.
+    Rate: in the direction that carries the data, the frames received per bin, in bins where the link
+    was saturated (see `rate_bins`).
     Delay: per path and direction, the bin's smallest one-way delay against the programmed one, in
     the direction that does not carry the data (ACKs meet an empty queue) — a saturated direction
     has no low-queue packet to measure.
@@ -128,16 +139,8 @@ def capture_accuracy(events: pl.DataFrame, links: dict[tuple[str, str], tuple[Se
             continue
         spans = changes.get((path, d), [])
         if d == data_dir:
-            # saturated bins: every packet queued behind >= 2 frames
-            prog_owd = sel["t_rel"].map_elements(lambda t: _value_at(owd, t), return_dtype=pl.Float64)
-            prog_rate = sel["t_rel"].map_elements(lambda t: _value_at(rate, t), return_dtype=pl.Float64)
-            queued = (sel["owd_ns"].cast(pl.Float64) - prog_owd) > 2 * _FRAME_BITS / prog_rate * 1e9
-            sat = sel.with_columns(queued=queued, bin=pl.col("t_rel") // bin_ns).group_by("bin").agg(
-                all_queued=pl.col("queued").all())
-            ok_bins = set(sat.filter(pl.col("all_queued"))["bin"].to_list())
             r = rate_bins(sel["t_rel"], sel["frame_bytes"], rate, bin_ns=bin_ns, end_ns=end_ns,
-                          changes_ns=[a for a, _ in spans])
-            r = r.filter(pl.col("bin").is_in(list(ok_bins)))
+                          changes_ns=[a for a, _ in spans], owd_ns=sel["owd_ns"], programmed_owd=owd)
             rates.append(r.with_columns(path=pl.lit(path), dir=pl.lit(d)))
         else:
             snd_t = sel["t_rel"] - sel["owd_ns"]

@@ -15,6 +15,7 @@ may leave in a small burst, which a saturating probe does not mind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
 import struct
 import sys
@@ -45,10 +46,8 @@ def send(a: argparse.Namespace) -> int:
         if t_next > now + 200_000:
             time.sleep((t_next - now - 100_000) / 1e9)
             continue
-        try:
+        with contextlib.suppress(OSError):  # a full local buffer: the probe just offered less
             s.sendto(HEADER.pack(seq, time.time_ns()) + pad, (a.dst, a.port))
-        except OSError:
-            pass  # a full local buffer: the probe just offered less
         seq += 1
         t_next += int(bits / steps[i][1] * 1e9)
     print(seq)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
+from workbench.backends._kernel._sys import LineReader
 from workbench.backends._kernel.accuracy import delay_bins, rate_bins, read_probe
 from workbench.backends._kernel.emulation import Emulation, wait_until
 from workbench.backends._kernel.shaping import Series
@@ -21,10 +23,12 @@ UDP_FRAME_OVERHEAD_BYTES = 14 + 20 + 8   # Ethernet + IPv4 + UDP: what HTB count
 
 
 def probe_run(emu: Emulation, *, path: int, rate_dir: str, duration_ns: int, bin_ns: int = 100_000_000,
-              lead_ns: int = 600_000_000, size_bytes: int = 1400, overdrive: float = 1.25) -> dict[str, pl.DataFrame]:
+              lead_ns: int = 600_000_000, size_bytes: int = 1400, overdrive: float = 1.25) -> dict[str, Any]:
     """On a built (not started) emulation: a saturating probe in ``rate_dir`` ("down" | "up") on path
     ``path`` (0-based) and a light delay probe the other way, for ``duration_ns``. Returns the rate
-    bins of the saturated direction and the delay bins of the other one."""
+    bins of the saturated direction ("rate"), the delay bins of the other one ("delay"), the raw
+    receiver records ("rx_rate", "rx_delay"), datagrams sent ("sent"), the changes as applied and the
+    emulation's counters ("meta")."""
     plan, net, lab = emu.plans[path], emu.lab.paths[path], emu.lab
     rate_link, delay_link = (plan.down, plan.up) if rate_dir == "down" else (plan.up, plan.down)
     # saturating flow: receiver at the far end of rate_dir
@@ -42,9 +46,8 @@ def probe_run(emu: Emulation, *, path: int, rate_dir: str, duration_ns: int, bin
     recv_delay = lab.spawn(s_ns, [py, str(PROBE), "recv", "--bind", s_addr, "--port", "9002", "--out",
                                   str(out_delay), "--until-ns", str(until)])
     for p in (recv_rate, recv_delay):
-        assert p.stdout is not None
-        if p.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"probe receiver did not start: {p.stderr.read() if p.stderr else ''}")
+        if LineReader(p.stdout).wait_for("ready", 10.0) is None:
+            raise RuntimeError("the probe receiver did not start")
     emu.start(t0)
     top = max(rate_link.rate_bps[1]) * overdrive
     sched = ",".join(f"{t}:{v * overdrive}" for t, v in zip(*rate_link.rate_bps, strict=True))
@@ -54,8 +57,10 @@ def probe_run(emu: Emulation, *, path: int, rate_dir: str, duration_ns: int, bin
     send_delay = lab.spawn(r_ns, [py, str(PROBE), "send", "--dst", s_addr, "--port", "9002", "--bind", r_addr,
                                   "--rate-bps", str(200 * 100 * 8), "--size", "100", "--t0-ns", str(t0),
                                   "--stop-ns", str(stop)])
+    sent_out = {"rate": LineReader(send_rate.stdout), "delay": LineReader(send_delay.stdout)}
     for p in (send_rate, send_delay, recv_rate, recv_delay):
         p.wait(timeout=(until - time.time_ns()) / 1e9 + 30)
+    sent = {k: int(r.text().split()[-1]) for k, r in sent_out.items()}
     wait_until(until)
     applied = emu.stop()
     rx_rate, rx_delay = read_probe(out_rate), read_probe(out_delay)
@@ -63,12 +68,14 @@ def probe_run(emu: Emulation, *, path: int, rate_dir: str, duration_ns: int, bin
     delay_changes = applied["links"].get(delay_link.name, {}).get("changes", [])
     return {
         "rate": rate_bins(rx_rate["t_rx_ns"] - t0, rx_rate["size_bytes"] + UDP_FRAME_OVERHEAD_BYTES,
-                          rate_link.rate_bps, bin_ns=bin_ns, end_ns=duration_ns, changes_ns=rate_changes),
+                          rate_link.rate_bps, bin_ns=bin_ns, end_ns=duration_ns, changes_ns=rate_changes,
+                          owd_ns=rx_rate["t_rx_ns"] - rx_rate["t_tx_ns"], programmed_owd=rate_link.owd_ns),
         "delay": delay_bins(rx_delay["t_tx_ns"] - t0, rx_delay["t_rx_ns"] - rx_delay["t_tx_ns"],
                             delay_link.owd_ns, bin_ns=bin_ns, end_ns=duration_ns,
                             transitions=_transitions(delay_link.owd_ns, delay_changes, t0)),
         "applied": pl.DataFrame(applied["applied"]) if applied["applied"] else pl.DataFrame(),
-        "meta": applied,
+        "rx_rate": rx_rate, "rx_delay": rx_delay, "sent": sent, "meta": applied,
+        "links": {"rate": rate_link.name, "delay": delay_link.name},
     }
 
 

@@ -11,7 +11,9 @@ recorded (`AppliedChange`).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import threading
 import time
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.backends._kernel._sys import delayline_binary, run
+from workbench.backends._kernel._sys import LineReader, delayline_binary, run
 from workbench.backends._kernel.topology import Lab
 
 __all__ = ["AppliedChange", "LinkShaper", "Scheduler", "Series", "delayline_counters", "merged_schedule"]
@@ -121,16 +123,15 @@ class LinkShaper:
         """Start the delay line for this direction (delay-line mode); waits until it is forwarding."""
         if self.use_netem:
             return
-        sched = workdir / f"delay-{self.name}.txt"
+        sched = workdir / f"delay-{self.name.replace('/', '-')}.txt"
         sched.write_text("".join(f"{t} {d} {p!r}\n" for t, d, p in merged_schedule(self.owd_ns, self.loss)))
         self.proc = self.lab.spawn(self.router_ns, [str(delayline_binary()), "--in", self.in_dev, "--out",
                                                     self.out_dev, "--schedule", str(sched), "--t0-ns",
                                                     str(t0_ns), "--seed", str(self.seed)])
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("{"):
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            raise RuntimeError(f"the delay line for {self.name} did not start: {err.strip()[:300]}")
+        self._out, self._err = LineReader(self.proc.stdout), LineReader(self.proc.stderr)
+        line = self._out.wait_for('"ready"', 10.0)
+        if line is None:
+            raise RuntimeError(f"the delay line for {self.name} did not start: {self._err.text(wait_s=0)[:300]}")
         self.counters["delayline_start"] = json.loads(line)
 
     def stop_delay(self) -> None:
@@ -138,8 +139,7 @@ class LinkShaper:
         if self.proc is None:
             return
         Lab.stop(self.proc)
-        out = self.proc.stdout.read() if self.proc.stdout else ""
-        self.counters.update(delayline_counters(out))
+        self.counters.update(delayline_counters(self._out.text()))
         self.proc = None
 
     def rate_changes(self) -> list[tuple[int, str, float, Callable[[], None]]]:
@@ -201,12 +201,16 @@ class Scheduler(threading.Thread):
         self._stop_event = threading.Event()
 
     def run(self) -> None:
+        # Real-time priority for this thread (and the tc processes it starts, which inherit it): on a
+        # busy machine a change would otherwise go out tens of ms late.
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
         for t_ns, link, what, value, apply in self.changes:
             while True:
                 wait_s = (self.t0_ns + t_ns - time.time_ns()) / 1e9
                 if wait_s <= 0:
                     break
-                if self._stop_event.wait(min(wait_s, 0.5)):
+                if self._stop_event.wait(min(wait_s, 0.5) if wait_s > 0.003 else 0.0005):
                     return
             issued = time.time_ns()
             try:

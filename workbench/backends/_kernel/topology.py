@@ -19,6 +19,8 @@ it started on close, and `close_all` runs at exit. `sweep_stale` removes what a 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import json
 import os
 import re
 import secrets
@@ -131,6 +133,25 @@ class Lab:
                             f"link set {p.router_server_if} master br0", "link set br0 up"]
             run(["ip", "-batch", "-"], ns=p.router_ns, input="\n".join(batch_r) + "\n")
 
+        self._static_neighbours()
+
+    def _static_neighbours(self) -> None:
+        """Permanent ARP entries at both ends: an ARP exchange would otherwise cross the emulated
+        path (delay and all) before the first SYN, which no real access network does."""
+        macs = {}
+        for ns in (self.client_ns, self.server_ns):
+            links = json.loads(run(["ip", "-j", "link", "show"], ns=ns).stdout)
+            macs[ns] = {lk["ifname"]: lk.get("address") for lk in links}
+        batch_c, batch_s = [], []
+        for p in self.paths:
+            server_mac, client_mac = macs[self.server_ns][p.host_if], macs[self.client_ns][p.host_if]
+            # the client reaches every server address through every path (source routing)
+            batch_c += [f"neigh replace {q.server_addr} lladdr {server_mac} dev {p.host_if} nud permanent"
+                        for q in self.paths]
+            batch_s.append(f"neigh replace {p.client_addr} lladdr {client_mac} dev {p.host_if} nud permanent")
+        run(["ip", "-batch", "-"], ns=self.client_ns, input="\n".join(batch_c) + "\n")
+        run(["ip", "-batch", "-"], ns=self.server_ns, input="\n".join(batch_s) + "\n")
+
     def configure_mptcp(self, *, initial: int, endpoints: Sequence[tuple[int, bool]], max_subflows: int = 8) -> None:
         """MPTCP on at both ends; the client's kernel path manager gets a subflow endpoint per
         ``(path index, backup)``; the server announces nothing and accepts joins."""
@@ -150,15 +171,25 @@ class Lab:
         run(["ip", "mptcp", "endpoint", "add", p.client_addr, "dev", p.host_if, "subflow",
              *(["backup"] if backup else [])], ns=self.client_ns)
 
-    def set_stack(self, *, tcp_rmem: Sequence[int], tcp_wmem: Sequence[int], extra: dict[str, str] | None = None) -> None:
-        """Per-namespace socket buffer limits (net.ipv4.tcp_rmem/wmem are per namespace) and any
-        other kernel-named setting, at both ends."""
+    def set_stack(self, *, tcp_rmem: Sequence[int], tcp_wmem: Sequence[int], extra: dict[str, str] | None = None,
+                  route_options: dict[str, str] | None = None) -> None:
+        """Per-namespace socket buffer limits (net.ipv4.tcp_rmem/wmem are per namespace), any other
+        kernel-named sysctl, and per-route options (initcwnd, rto_min, quickack), at both ends."""
         settings = [f"net.ipv4.tcp_rmem={' '.join(map(str, tcp_rmem))}",
                     f"net.ipv4.tcp_wmem={' '.join(map(str, tcp_wmem))}",
                     "net.ipv4.tcp_no_metrics_save=1"]
         settings += [f"{k}={v}" for k, v in (extra or {}).items()]
         for ns in (self.client_ns, self.server_ns):
             run(["sysctl", "-q", "-w", *settings], ns=ns)
+        opts = [w for kv in (route_options or {}).items() for w in kv]
+        if opts:
+            for p in self.paths:
+                subnet = f"10.0.{p.index}.0/24"
+                for ns in (self.client_ns, self.server_ns):
+                    run(["ip", "route", "change", subnet, "dev", p.host_if, "proto", "kernel", "scope", "link",
+                         *opts], ns=ns)
+                run(["ip", "route", "change", "default", "dev", p.host_if, "table", str(100 + p.index), *opts],
+                    ns=self.client_ns)
 
     # -- processes ------------------------------------------------------------------------------
     def spawn(self, ns: str, args: Sequence[str], *, stdout: IO[Any] | int | None = subprocess.PIPE,
@@ -215,10 +246,8 @@ def _kill_ns_leftovers(ns: str) -> None:
     """Processes still inside one of our namespaces (children of what we started) are stopped by id."""
     p = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
     for pid in p.stdout.split():
-        try:
+        with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pid), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
     if p.stdout.strip():
         time.sleep(0.05)
 
