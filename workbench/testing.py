@@ -23,7 +23,7 @@ The checks (`CHECKS`), each on small synthetic two-path scenarios run through `r
 ``cwnd``
     No decision hands a subflow a segment (new or a copy) while the subflow has no congestion-window
     room for it, by the out-of-tree kernel's byte test (``in_flight < cwnd`` and queued bytes within
-    ``(cwnd - in_flight) * mss``, SCHEDULERS.md §0.2). Skipped for schedulers that declare
+    ``(cwnd - in_flight) * mss``, docs/MODEL.md §0.2). Skipped for schedulers that declare
     ``queues_beyond_cwnd = True`` (class or instance attribute: upstream-style schedulers that queue
     bursts on a subflow and let its cwnd pace them).
 ``receive_window``
@@ -58,15 +58,25 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from workbench._backend_conformance import (
+    BACKEND_CHECKS,
+    BackendCase,
+    backend_conformance_cases,
+    check_backend,
+)
 from workbench.replay import ConnectionConfig, Finite, PathConfig, StepSeries, run_replay
 from workbench.replay.run import ReplayResult
 from workbench.schedulers.base import ConnView, Decision, Layer, Scheduler, SubflowView
 
 __all__ = [
+    "BACKEND_CHECKS",
     "CHECKS",
+    "BackendCase",
     "ConformanceCase",
     "SchedulerLike",
     "assert_conforms",
+    "backend_conformance_cases",
+    "check_backend",
     "check_scheduler",
     "declares_queueing_beyond_cwnd",
     "scheduler_conformance_cases",

@@ -31,6 +31,7 @@ CAPABILITIES = frozenset({
     "time-varying",        # capacity / delay / loss that change over time
     "random-loss",
     "plain-tcp",           # protocol="tcp" (single-path baselines)
+    "deterministic",       # same experiment and seed give identical events
 })
 
 

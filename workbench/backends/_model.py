@@ -98,7 +98,7 @@ class ModelBackend(Backend):
     name: ClassVar[str] = "model"
     capabilities: ClassVar[frozenset[str]] = frozenset({
         "upload", "shared-bottleneck", "many-subflows", "python-scheduler", "kernel-scheduler", "time-varying",
-        "random-loss", "plain-tcp"})
+        "random-loss", "plain-tcp", "deterministic"})
 
     def __init__(self, *, sample_interval_ns: int = 10_000_000) -> None:
         self.sample_interval_ns = sample_interval_ns

@@ -239,14 +239,28 @@ class LIA(CongestionControl):
             acked = _slow_start(sf, acked)
             if not acked:
                 return
-        subs = [s for s in self.group if s.established]
-        if len(subs) <= 1:
+        # One pass over the group (this runs on every ACK in congestion avoidance); the sums keep the
+        # order and operations of the formula, so results are bit-identical to the three-pass form.
+        n = 0
+        tot = 0
+        best = 0.0
+        first = True
+        denom = 0
+        for s in self.group:
+            if not s.established:
+                continue
+            n += 1
+            r = _srtt_s(s)
+            tot += s.cwnd
+            x = s.cwnd / r ** 2
+            if first or x > best:
+                best = x
+                first = False
+            denom += s.cwnd / r
+        if n <= 1:
             _cong_avoid_ai(sf, sf.cwnd, acked)
             return
-        tot = sum(s.cwnd for s in subs)
-        best = max(s.cwnd / _srtt_s(s) ** 2 for s in subs)
-        denom = sum(s.cwnd / _srtt_s(s) for s in subs) ** 2
-        alpha = tot * best / denom
+        alpha = tot * best / denom ** 2
         # increase per acked segment = min(alpha / cwnd_tot, 1 / cwnd_i) -> one segment per w acked
         w = max(tot / alpha, sf.cwnd)
         _cong_avoid_ai(sf, w, acked)
@@ -257,10 +271,6 @@ class OLIA(CongestionControl):
 
     name = "olia"
     __slots__ = ()
-
-    def _loss_int(self, sf: SubflowSender) -> int:
-        st = sf.cc_state
-        return max(st[2] - st[1], st[1] - st[0])
 
     def on_state(self, sf: SubflowSender, state: int, now_ns: int) -> None:
         st = sf.cc_state
@@ -276,30 +286,57 @@ class OLIA(CongestionControl):
         if sf.cwnd < sf.ssthresh:
             _slow_start(sf, acked)
             return
-        subs = [s for s in self.group if s.established]
-        for s in subs:
-            if s.cc_state is None:
-                s.cc_state = [s.una_bytes] * 3
-        if len(subs) <= 1:
+        # Two passes over the group instead of seven (this runs on every ACK in congestion
+        # avoidance); same operations in the same order as the formula, so bit-identical results.
+        group = self.group
+        n = 0
+        max_cwnd = 0
+        for s in group:
+            if s.established:
+                n += 1
+                if s.cc_state is None:
+                    s.cc_state = [s.una_bytes] * 3
+                if s.cwnd > max_cwnd:
+                    max_cwnd = s.cwnd
+        if n <= 1:
             _cong_avoid_ai(sf, sf.cwnd, acked)
             return
-        max_cwnd = max(s.cwnd for s in subs)
         # best paths B: maximise inter-loss distance / rtt^2; M: paths with the largest window
-        score = {id(s): self._loss_int(s) / _srtt_s(s) ** 2 for s in subs}
-        best = max(score.values())
-        n_m = sum(1 for s in subs if s.cwnd == max_cwnd)
-        b_not_m = sum(1 for s in subs if s.cwnd != max_cwnd and score[id(s)] == best)
-        n = len(subs)
+        rtt = _srtt_s(sf)
+        scores: list[float] = []
+        best = 0.0
+        rate = 0.0
+        n_m = 0
+        sf_score = 0.0
+        for s in group:
+            if not s.established:
+                continue
+            rs = _srtt_s(s)
+            st = s.cc_state
+            sc = max(st[2] - st[1], st[1] - st[0]) / rs ** 2
+            scores.append(sc)
+            if len(scores) == 1 or sc > best:
+                best = sc
+            if s.cwnd == max_cwnd:
+                n_m += 1
+            if s is sf:
+                sf_score = sc
+            rate += s.cwnd * rtt / rs
+        b_not_m = 0
+        k = 0
+        for s in group:
+            if s.established:
+                if s.cwnd != max_cwnd and scores[k] == best:
+                    b_not_m += 1
+                k += 1
         if b_not_m == 0:
             eps = 0.0
-        elif sf.cwnd < max_cwnd and score[id(sf)] == best:
+        elif sf.cwnd < max_cwnd and sf_score == best:
             eps = 1.0 / (n * b_not_m)
         elif sf.cwnd == max_cwnd:
             eps = -1.0 / (n * n_m)
         else:
             eps = 0.0
-        rtt = _srtt_s(sf)
-        rate = sum(s.cwnd * rtt / _srtt_s(s) for s in subs)
         inc = acked * (sf.cwnd / (rate * rate) + eps / sf.cwnd)  # segments of cwnd per acked segment
         sf.cwnd_cnt += inc
         if sf.cwnd_cnt >= 1.0:

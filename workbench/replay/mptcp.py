@@ -145,6 +145,7 @@ class Connection:
         self.rec = rec
         self.mss = cfg.mss_bytes
         self.send_buf_auto = cfg.send_buf_bytes is None
+        self.sndbuf_stale = True  # a subflow's cwnd_max_seen grew since send_buf_bytes was summed
         self.send_buf_bytes = cfg.send_buf_bytes if cfg.send_buf_bytes is not None else 4 * 1024 * 1024
         self.rx = ConnReceiver(cfg.rcv_buf_bytes)
         self.subflows: list[SubflowSender] = []
@@ -188,8 +189,10 @@ class Connection:
     # ------------------------------------------------------------------ application side
     def app_write(self, nbytes: int, now: int) -> int:
         """The application writes up to ``nbytes``; returns how many the send buffer took."""
-        if self.send_buf_auto and self.subflows:
+        if self.send_buf_auto and self.sndbuf_stale and self.subflows:
+            # the sum only changes when a subflow's largest cwnd grew (O(subflows) then, not per write)
             self.send_buf_bytes = sum(min(s.sndbuf_segments * s.mss, 4 << 20) for s in self.subflows)
+            self.sndbuf_stale = False
         free = self.send_buf_bytes - (self.write_seq - self.snd_una)
         n = nbytes if nbytes < free else free
         if n <= 0:

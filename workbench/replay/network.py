@@ -74,7 +74,9 @@ def wire(links: dict[str, Link], routes: Sequence[Route], *, data_ends: Sequence
         for kind, hops, end in (("data", r.data, data_ends[k]), ("ack", r.ack, ack_ends[k])):
             for i, name in enumerate(hops):
                 roles[name].add(kind)
-                if name in table and k in table[name]:
+                if len(roles[name]) > 1:
+                    raise ValueError(f"link {name} would carry data and ACKs: give each direction its own link")
+                if k in table[name]:
                     raise ValueError(f"route of subflow {k} crosses link {name} twice")
                 if i + 1 < len(hops):
                     nxt = links[hops[i + 1]]
@@ -85,7 +87,5 @@ def wire(links: dict[str, Link], routes: Sequence[Route], *, data_ends: Sequence
                 else:
                     table[name][k] = end
     for name, t in table.items():
-        if len(roles[name]) > 1:
-            raise ValueError(f"link {name} would carry data and ACKs: give each direction its own link")
         if t:
             links[name].deliver = _dispatch(t)

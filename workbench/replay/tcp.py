@@ -509,6 +509,7 @@ class SubflowSender:
             self.cc.cong_avoid(self, acked, now)
             if self.cwnd > self.cwnd_max_seen:
                 self.cwnd_max_seen = self.cwnd
+                conn.sndbuf_stale = True  # the autotuned send buffer grows with it
         if acked:
             if self.una == self.nxt:
                 self.rto_timer.deadline = None

@@ -1,0 +1,54 @@
+"""Cost per packet as the number of subflows grows: 2, 4 and 8 subflows sharing the same total
+capacity (40 Mbit/s over up to 4 paths, two subflows per path at 8), 20 s bulk, for a plain CC
+(CUBIC) and the coupled ones (LIA, OLIA). Prints CPU µs per simulated data packet and the growth
+from 2 to 8 subflows (target: at most +25 %).
+
+    .venv/bin/python benchmarks/bench_subflows.py [--seconds 20] [--cc cubic,lia,olia] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+
+from workbench.backends import ModelBackend
+from workbench.experiment import BulkWorkload, SubflowSpec, experiment_from_paths, stack_profile, two_way_path
+from workbench.replay import engine_is_compiled
+
+
+def experiment(n_subflows: int, cc: str, seconds: float):
+    n_paths = min(n_subflows, 4)
+    delays_ms = (10, 20, 30, 40)
+    paths = [two_way_path(f"p{i}", rate_bps=40e6 / n_paths, owd_ns=delays_ms[i] * 1_000_000, buffer_bytes=100_000)
+             for i in range(n_paths)]
+    e = experiment_from_paths(paths, workload=BulkWorkload(), scheduler="minrtt",
+                              stack=stack_profile("linux-upstream", congestion_control=cc),
+                              duration_ns=int(seconds * 1e9))
+    return replace(e, subflows=tuple(SubflowSpec(f"p{k % n_paths}") for k in range(n_subflows)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--cc", default="cubic,lia,olia")
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    print(f"engine compiled: {engine_is_compiled()}")
+    for cc in a.cc.split(","):
+        cost = {}
+        for n in (2, 4, 8):
+            cpu = float("inf")
+            for _ in range(a.repeat):  # the least CPU of a few runs: the machine is shared
+                c0 = time.process_time()
+                run = ModelBackend(sample_interval_ns=0).run(experiment(n, cc, a.seconds), record=False)
+                cpu = min(cpu, time.process_time() - c0)
+            pkts = run.counters["data_packets_sent"]
+            cost[n] = cpu / pkts * 1e6
+            print(f"{cc:6s} {n} subflows: {pkts:8d} data pkts, cpu {cpu:6.2f} s, {cost[n]:5.2f} µs/pkt, "
+                  f"{pkts / cpu:9,.0f} pkts/s, {a.seconds / cpu:5.1f}x real time")
+        print(f"{cc:6s} 2 -> 8 subflows: {100 * (cost[8] / cost[2] - 1):+.0f} % per packet")
+
+
+if __name__ == "__main__":
+    main()
