@@ -56,6 +56,7 @@ class Run:
     events_fn: Callable[[], pl.DataFrame] | None = field(default=None, repr=False)
     samples_fn: Callable[[], pl.DataFrame | None] | None = field(default=None, repr=False)
     detail: Any = field(default=None, repr=False)  # backend-specific (the model's ReplayResult, ...)
+    observations: list[tuple[int, str, int, Any]] = field(default_factory=list, repr=False)  # from schedulers
     _events: Any = field(default=None, repr=False)
     _samples: Any = field(default=None, repr=False)
 

@@ -126,4 +126,4 @@ class ModelBackend(Backend):
                 "wall_s": r.summary["wall_s"]}
         return Run(backend=self.name, experiment=e, counters=counters, provenance=prov,
                    events_fn=(lambda: r.events) if record else None,
-                   samples_fn=(lambda: r.samples) if record else None, detail=r)
+                   samples_fn=(lambda: r.samples) if record else None, detail=r, observations=r.observations)

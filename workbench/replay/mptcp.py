@@ -179,6 +179,8 @@ class Connection:
         self.done_ns: int | None = None
         from workbench.schedulers.base import Scheduler
         self._sched_on_ack = getattr(type(sched), "on_ack", None) is not Scheduler.on_ack
+        self._sched_on_applied = getattr(type(sched), "on_applied", None) is not Scheduler.on_applied
+        self.sent_ahead: list[int] = []  # segments above head sent out of order (ascending; pruned lazily)
         self._meta_rto_cache = (-1, 0)
         self.n_reinjected = 0
         self.n_opportunistic = 0
@@ -238,9 +240,15 @@ class Connection:
         n = 0
         while again:
             self._push_again = False
+            notify = self.sched.on_applied if self._sched_on_applied else None
             while n < 1_000_000:  # guard against a scheduler that never says "wait"
                 d = select(self, views)
-                if d is None or not apply(d, now):
+                if d is None:
+                    break
+                k = apply(d, now)
+                if notify is not None:
+                    notify(self, d, k)
+                if not k:
                     break
                 n += 1
             again = self._push_again
@@ -314,6 +322,8 @@ class Connection:
                 m_sent[seg] = 1
                 m_mask[seg] |= bit
                 sf.append(seg, ln, reinj=False)
+                if seg > self.head:
+                    bisect.insort(self.sent_ahead, seg)
                 if seg == self.head:
                     i = seg + 1
                     while i < self.n_segs and m_sent[i]:
@@ -407,6 +417,29 @@ class Connection:
 
     def seg_sent(self, seg: int) -> bool:
         return bool(self.m_sent[seg])
+
+    def nth_unsent(self, n: int) -> int:
+        """Index of the ``n``-th (0-based) unsent segment from the head, or ``n_segs`` if none.
+
+        Above the head only segments sent out of order (``sent_ahead``) are sent, so the number of
+        unsent segments in [head, t] is (t - head + 1) - #ahead <= t: binary search for the first t
+        where it reaches n + 1."""
+        head = self.head
+        ahead = self.sent_ahead
+        if ahead and ahead[0] < head:
+            del ahead[:bisect.bisect_left(ahead, head)]
+        lo, hi = head + n, head + n + len(ahead)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if mid - head + 1 - bisect.bisect_right(ahead, mid) >= n + 1:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo if lo < self.n_segs else self.n_segs
+
+    def seg_at_dsn(self, dsn: int) -> int:
+        """The segment starting at byte ``dsn`` (segments are never re-cut): the first at or above it."""
+        return bisect.bisect_left(self.m_dsn, dsn)
 
     def window_allows(self, seg: int) -> bool:
         """meta_snd_wnd_test: the segment's first MSS ends inside the peer's window."""

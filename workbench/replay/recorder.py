@@ -18,7 +18,7 @@ __all__ = ["Recorder"]
 
 
 class Recorder:
-    __slots__ = ("ack", "conn", "drop", "handshake", "rcv", "samples", "snd")
+    __slots__ = ("ack", "conn", "drop", "handshake", "observations", "rcv", "samples", "snd")
 
     def __init__(self) -> None:
         # (t_ns, subflow, seq, payload, dsn, is_retrans, is_reinject)
@@ -33,6 +33,8 @@ class Recorder:
         self.samples: list[tuple] = []
         # (t_sent_ns, t_arrived_ns, subflow, dir, tcp_flags): SYN / SYN-ACK / ACK at the model's times
         self.handshake: list[tuple] = []
+        # (t_ns, kind, subflow, value): what schedulers report through `Scheduler.observe`
+        self.observations: list[tuple] = []
         self.conn: Connection | None = None
 
     def on_drop(self, pkt: tuple, t_ns: int, reason: int) -> None:
@@ -44,6 +46,9 @@ class Recorder:
                 s = self.conn.subflows[pkt[0]]
                 ack = s.sseq[ack] if ack < s.end else s.write_bytes
             self.drop.append((t_ns, pkt[0], False, ack, 0, None, False, False, reason))
+
+    def observe(self, t_ns: int, kind: str, subflow: int, value: object) -> None:
+        self.observations.append((t_ns, kind, subflow, value))
 
     def sample_all(self, conn: Connection, now: int) -> None:
         wq = conn.write_seq - conn.snd_una

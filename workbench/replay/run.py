@@ -84,6 +84,11 @@ class ReplayResult:
         return self._samples
 
     @property
+    def observations(self) -> list[tuple[int, str, int, Any]]:
+        """What the scheduler reported through `Scheduler.observe`: (t_ns, kind, subflow, value)."""
+        return list(self.recorder.observations) if self.recorder is not None else []
+
+    @property
     def goodput_bps(self) -> float:
         return float(self.summary["goodput_bps"])
 
@@ -193,6 +198,8 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
         receivers.append(rcv)
     wire(net, routes, data_ends=[r.on_data for r in receivers], ack_ends=[s.on_ack for s in c.subflows],
          data_header_bytes=cfg.header_bytes, ack_bytes=cfg.ack_bytes)
+    if rec is not None:
+        sched.bind_observer(rec.observe)
     sched.on_start(c.view, c.views)
     c.workload = wl
     wl.start(c, 0)

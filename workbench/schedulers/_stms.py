@@ -1,6 +1,6 @@
 """STMS, the Slide Together Multipath Scheduler (Shi et al., "STMS: Improving MPTCP Throughput Under
 Heterogeneous Networks", USENIX ATC 2018, seed 000): STMS-C and STMS-A. No public code exists
-(SCHEDULERS.md §11); this follows the paper.
+(docs/MODEL.md §11); this follows the paper.
 
 Algorithm 1 (§3.1): when the fast subflow (lowest srtt) has cwnd space it takes the lowest unsent
 segments (``unsentPackets[0]``, as many as its free cwnd); otherwise a slower subflow with space takes
@@ -81,8 +81,6 @@ class _STMS(Scheduler):
     def __init__(self, *, gap_log: list[tuple[int, int, float]] | None = None, **values: Any) -> None:
         super().__init__(**values)
         self.gap_log = gap_log
-        # segments sent ahead of the send head by a slow subflow, ascending (Algorithm 1 line 5)
-        self._ahead: list[int] = []
         # segment -> slow subflow that took it out of order (§4 "mark the packets sent from the
         # slow path"); STMS-A reads it for the left edge of the window
         self._slow_sent: dict[int, int] = {}
@@ -125,39 +123,16 @@ class _STMS(Scheduler):
         return round(g)
 
     # ------------------------------------------------------------------ Algorithm 1
-    def _forget_unapplied(self, conn: ConnView) -> None:
-        """Drop the mark of the last slow decision if the engine did not apply it (a layer or the
-        MPTCP window refused it): every decision is applied or refused before the next call."""
+    def on_applied(self, conn: ConnView, decision: Decision | tuple[int, int, int], n_segments: int) -> None:
+        """Drop the mark of a slow decision the engine did not apply (a layer or the MPTCP window
+        refused it)."""
         t = self._last_target
         if t >= 0:
             self._last_target = -1
             if not conn.seg_sent(t):
-                k = bisect.bisect_left(self._ahead, t)
-                if k < len(self._ahead) and self._ahead[k] == t:
-                    del self._ahead[k]
                 self._slow_sent.pop(t, None)
 
-    def _nth_unsent(self, conn: ConnView, n: int) -> int:
-        """Index of the ``n``-th (0-based) unsent segment from the send head, or n_segs if none.
-
-        Above the head only the segments slow subflows took out of order are sent, so the number of
-        unsent segments in [head, t] is (t - head + 1) - #ahead <= t, nondecreasing in t: binary
-        search for the first t where it reaches n + 1."""
-        head = conn.head
-        ahead = self._ahead
-        if ahead and ahead[0] < head:
-            del ahead[:bisect.bisect_left(ahead, head)]
-        lo, hi = head + n, head + n + len(ahead)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if mid - head + 1 - bisect.bisect_right(ahead, mid) >= n + 1:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo if lo < conn.n_segs else conn.n_segs
-
     def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
-        self._forget_unapplied(conn)
         rh = conn.reinject_head
         if rh >= 0:
             sf = get_available_subflow(subflows, conn.seg_path_mask(rh), True)
@@ -184,11 +159,10 @@ class _STMS(Scheduler):
         for slow in cand[1:]:
             if not is_available(slow):
                 continue
-            target = self._nth_unsent(conn, self.gap(conn, fast, slow, subflows))
+            # Algorithm 1 line 5: the gap-th unsent segment (the engine knows which are sent ahead)
+            target = conn.nth_unsent(self.gap(conn, fast, slow, subflows))
             if target >= conn.n_segs or not conn.window_allows(target):
                 continue  # not enough unsent data beyond the gap: skip this round (§4)
-            if target > head:
-                bisect.insort(self._ahead, target)
             if target not in self._slow_sent:
                 bisect.insort(self._slow_keys, target)
             self._slow_sent[target] = slow.index
@@ -254,19 +228,7 @@ class STMSAdjust(_STMS):
             return 100_000_000
         return max((r[0] + r[-1]) // 2, 1_000_000)
 
-    def _seg_at(self, conn: ConnView, dsn: int) -> int:
-        """Meta segment starting at byte ``dsn`` (segments are never re-cut)."""
-        lo, hi = 0, conn.n_segs
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if conn.seg_dsn(mid) < dsn:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
-
     def on_ack(self, conn: ConnView, sf: SubflowView, now_ns: int) -> None:
-        self._forget_unapplied(conn)
         una = conn.snd_una
         old = self._una
         if una > old:
@@ -274,8 +236,8 @@ class STMSAdjust(_STMS):
             mss = conn.mss
             data_acked = -(-(una - old) // mss)
             if data_acked > self.min_burst_segments and self._gap:
-                first = self._seg_at(conn, old)
-                last = self._seg_at(conn, una)
+                first = conn.seg_at_dsn(old)
+                last = conn.seg_at_dsn(una)
                 blocker = self._slow_sent.get(first)
                 if blocker is not None:
                     # Algorithm 2 line 5: the left edge was slow data -> the gap is too small
@@ -287,7 +249,7 @@ class STMSAdjust(_STMS):
             # forget marks below the new left edge
             keys = self._slow_keys
             if keys and conn.seg_dsn(keys[0]) < una:
-                k = bisect.bisect_left(keys, self._seg_at(conn, una))
+                k = bisect.bisect_left(keys, conn.seg_at_dsn(una))
                 for seg in keys[:k]:
                     del self._slow_sent[seg]
                 del keys[:k]

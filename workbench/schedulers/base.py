@@ -193,6 +193,8 @@ class ConnView(Protocol):
     def seg_path_mask(self, seg: int) -> int: ...  # bit (1 << subflow index) per carrier
     def seg_sent(self, seg: int) -> bool: ...
     def window_allows(self, seg: int) -> bool: ...  # meta_snd_wnd_test for that segment
+    def nth_unsent(self, n: int) -> int: ...        # index of the n-th (0-based) unsent segment, n_segs if none
+    def seg_at_dsn(self, dsn: int) -> int: ...      # segment starting at byte dsn (first one at or above it)
     def penalize(self, subflow: int) -> None: ...   # halve cwnd (and ssthresh out of slow start)
     def drop_reinject(self, seg: int) -> None: ...
     def wake_at(self, t_ns: int) -> None: ...
@@ -283,6 +285,26 @@ class Scheduler:
     def on_timer(self, conn: ConnView, now_ns: int) -> None:
         """A time requested with ``conn.wake_at`` has come."""
 
+    def on_applied(self, conn: ConnView, decision: Decision | tuple[int, int, int], n_segments: int) -> None:
+        """The engine applied ``decision`` to ``n_segments`` segments (0: refused — the subflow was
+        not established, the window did not allow it, or the segment was already DATA_ACKed).
+        Called after every decision, before the next `select`, for schedulers that override it."""
+
+    # ------------------------------------------------------------------ observations
+    # The run's observer channel: what a scheduler wants to report about its own reasoning (STMS's
+    # gap, DRePaS's path states) goes into the run's `observations`, not into shared lists.
+    _observer: Any = None
+
+    def bind_observer(self, observer: Any) -> None:
+        """The engine binds ``observer(t_ns, kind, subflow, value)`` before the run starts."""
+        self._observer = observer
+
+    def observe(self, t_ns: int, kind: str, subflow: int, value: Any) -> None:
+        """Report an observation (no cost when nobody records them)."""
+        obs = self._observer
+        if obs is not None:
+            obs(t_ns, kind, subflow, value)
+
     def __repr__(self) -> str:
         kv = ", ".join(f"{k}={v!r}" for k, v in self.param_values().items())
         return f"{type(self).__name__}({kv})"
@@ -363,6 +385,13 @@ class Layer(Scheduler):
 
     def on_timer(self, conn: ConnView, now_ns: int) -> None:
         self.inner.on_timer(conn, now_ns)
+
+    def on_applied(self, conn: ConnView, decision: Decision | tuple[int, int, int], n_segments: int) -> None:
+        self.inner.on_applied(conn, decision, n_segments)
+
+    def bind_observer(self, observer: Any) -> None:
+        super().bind_observer(observer)
+        self.inner.bind_observer(observer)
 
     def __repr__(self) -> str:
         kv = ", ".join(f"{k}={v!r}" for k, v in self.param_values().items())
