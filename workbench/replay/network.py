@@ -38,11 +38,10 @@ def link_rng(seed: int, link_name: str) -> random.Random:
     return random.Random(f"{seed}/{link_name}")
 
 
-def build_links(loop: EventLoop, specs: Sequence[LinkSpec], *, seed: int,
-                on_drop: Callable[[Any, int, int], None] | None) -> dict[str, Link]:
+def build_links(loop: EventLoop, specs: Sequence[LinkSpec], *, seed: int) -> dict[str, Link]:
     return {s.name: Link(loop, name=s.name, rate_bps=s.rate_bps, owd_ns=s.owd_ns, loss=s.loss,
                          buffer_bytes=s.buffer_size_bytes, rng=link_rng(seed, s.name),
-                         deliver=None, on_drop=on_drop)  # type: ignore[arg-type]
+                         deliver=None)  # type: ignore[arg-type]
             for s in specs}
 
 
@@ -65,9 +64,12 @@ def _dispatch(table: dict[int, Callable[[Any], None]]) -> Callable[[Any], None]:
 
 
 def wire(links: dict[str, Link], routes: Sequence[Route], *, data_ends: Sequence[Callable[[Any], None]],
-         ack_ends: Sequence[Callable[[Any], None]], data_header_bytes: int, ack_bytes: int) -> None:
+         ack_ends: Sequence[Callable[[Any], None]], data_header_bytes: int, ack_bytes: int,
+         on_data_drop: Callable[[Any, int, int], None] | None = None,
+         on_ack_drop: Callable[[Any, int, int], None] | None = None) -> None:
     """Set every link's ``deliver``: the next hop of each subflow crossing it, or the route's end
-    (``data_ends[k]`` = subflow k's receiver, ``ack_ends[k]`` = its sender)."""
+    (``data_ends[k]`` = subflow k's receiver, ``ack_ends[k]`` = its sender). A link carries data or
+    ACKs, never both, so its drop callback knows which kind of packet it lost."""
     table: dict[str, dict[int, Callable[[Any], None]]] = {name: {} for name in links}
     roles: dict[str, set[str]] = {name: set() for name in links}
     for k, r in enumerate(routes):
@@ -89,3 +91,4 @@ def wire(links: dict[str, Link], routes: Sequence[Route], *, data_ends: Sequence
     for name, t in table.items():
         if t:
             links[name].deliver = _dispatch(t)
+            links[name].on_drop = on_data_drop if "data" in roles[name] else on_ack_drop

@@ -37,15 +37,17 @@ class Recorder:
         self.observations: list[tuple] = []
         self.conn: Connection | None = None
 
-    def on_drop(self, pkt: tuple, t_ns: int, reason: int) -> None:
-        if len(pkt) == 8:  # data: (sf, idx, seq, plen, dsn, t_snd, retrans, reinj)
-            self.drop.append((t_ns, pkt[0], True, pkt[2], pkt[3], pkt[4], pkt[6], pkt[7], reason))
-        else:  # ACK: (sf, ack, sack, data_ack, rwnd, t_snd)
-            ack = pkt[1]
-            if self.conn is not None:
-                s = self.conn.subflows[pkt[0]]
-                ack = s.sseq[ack] if ack < s.end else s.write_bytes
-            self.drop.append((t_ns, pkt[0], False, ack, 0, None, False, False, reason))
+    def on_data_drop(self, pkt: tuple, t_ns: int, reason: int) -> None:
+        """A data packet (sf, idx, seq, plen, dsn, t_snd, retrans, reinj) was lost on a data link."""
+        self.drop.append((t_ns, pkt[0], True, pkt[2], pkt[3], pkt[4], pkt[6], pkt[7], reason))
+
+    def on_ack_drop(self, pkt: tuple, t_ns: int, reason: int) -> None:
+        """An ACK (sf, ack, sack, data_ack, rwnd, t_snd) was lost on an ACK link."""
+        ack = pkt[1]
+        if self.conn is not None:
+            s = self.conn.subflows[pkt[0]]
+            ack = s.sseq[ack] if ack < s.end else s.write_bytes
+        self.drop.append((t_ns, pkt[0], False, ack, 0, None, False, False, reason))
 
     def observe(self, t_ns: int, kind: str, subflow: int, value: object) -> None:
         self.observations.append((t_ns, kind, subflow, value))

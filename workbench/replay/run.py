@@ -180,10 +180,9 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
     c = Connection(loop, cfg, sched, rng, rec)
     if rec is not None:
         rec.conn = c
-    on_drop = rec.on_drop if rec is not None else None
     cc = make_cc(cfg.cc, c.subflows, hystart=cfg.hystart)
     spec_by_name = {s.name: s for s in links}
-    net = build_links(loop, links, seed=seed, on_drop=on_drop)
+    net = build_links(loop, links, seed=seed)
     receivers = []
     for k, r in enumerate(routes):
         sf = SubflowSender(loop, index=k, name=r.path, conn=c, link=net[r.data[0]], mss=cfg.mss_bytes,
@@ -197,7 +196,9 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
         c.views.append(sf)
         receivers.append(rcv)
     wire(net, routes, data_ends=[r.on_data for r in receivers], ack_ends=[s.on_ack for s in c.subflows],
-         data_header_bytes=cfg.header_bytes, ack_bytes=cfg.ack_bytes)
+         data_header_bytes=cfg.header_bytes, ack_bytes=cfg.ack_bytes,
+         on_data_drop=rec.on_data_drop if rec is not None else None,
+         on_ack_drop=rec.on_ack_drop if rec is not None else None)
     if rec is not None:
         sched.bind_observer(rec.observe)
     sched.on_start(c.view, c.views)

@@ -57,7 +57,9 @@ _RTO_MAX_US = 120_000_000
 _TCP_MAX_QUICKACKS = 16
 
 
-# Packets on the wire are plain tuples (a class __init__ costs a Python frame per packet):
+# Packets on the wire are plain tuples (a class __init__ costs a Python frame per packet), laid out
+# as below; a link carries data or ACKs, never both, so nothing tells them apart by length (the
+# recorder's drop taps are per link kind, workbench.replay.network.wire):
 # data:  (sf, idx, seq, plen, dsn, t_snd, retrans, reinj)   -- idx = subflow segment number
 # ACK:   (sf, ack, sack, data_ack, rwnd, t_snd)             -- ack = next expected segment number,
 #                                                              sack = one SACKed segment or -1
