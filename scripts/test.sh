@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 .venv/bin/ruff check .
+.venv/bin/python -m mypy   # the files listed in pyproject.toml [tool.mypy]
 exec .venv/bin/python -m pytest -n 2 -q "$@"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import polars as pl
@@ -111,7 +112,7 @@ def _check(backend: Backend, check: str) -> list[str]:
     if check == "capacity":
         from workbench.metrics import summarize
         bulk = _experiment(workload=BulkWorkload(), duration_ns=5 * _S)
-        g = summarize(backend.run(bulk).events)["goodput_mbps"] or 0.0
+        g = float(summarize(backend.run(bulk).events)["goodput_mbps"] or 0.0)
         total = sum(_RATES_BPS) / 1e6
         return [] if 0.5 * total <= g <= total else [f"goodput {g:.2f} Mbit/s outside [{0.5 * total}, {total}]"]
     if check == "deterministic":
@@ -145,4 +146,4 @@ class BackendCase:
 
 
 def backend_conformance_cases(backends: Iterable[str]) -> list[BackendCase]:
-    return [BackendCase(b, c, lambda b=b: get_backend(b)) for b in backends for c in BACKEND_CHECKS]
+    return [BackendCase(b, c, partial(get_backend, b)) for b in backends for c in BACKEND_CHECKS]

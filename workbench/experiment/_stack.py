@@ -57,7 +57,8 @@ class StackProfile:
         bad = set(overrides) - known
         if bad:
             raise ValueError(f"unknown stack setting(s) {sorted(bad)}; known: {sorted(known)}")
-        kw = {k: tuple(int(x) for x in v) if k in ("tcp_rmem", "tcp_wmem") else v for k, v in overrides.items()}
+        kw: dict[str, Any] = {k: tuple(int(x) for x in v) if k in ("tcp_rmem", "tcp_wmem") else v
+                              for k, v in overrides.items()}
         return replace(self, **kw)
 
 

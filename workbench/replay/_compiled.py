@@ -67,7 +67,7 @@ def check_compiled_engine() -> None:
     for name in COMPILED_MODULES:
         origin = _origin(name)
         source = stale_compiled(origin) if origin is not None else None
-        if source is not None:
+        if origin is not None and source is not None:
             raise ImportError(
                 f"{origin.name} is older than {source}: the compiled replay engine is stale. Rebuild it "
                 "with `bash scripts/setup.sh` (or `pip install -e .`), or delete the .so files in "

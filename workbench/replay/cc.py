@@ -245,7 +245,7 @@ class LIA(CongestionControl):
         tot = 0
         best = 0.0
         first = True
-        denom = 0
+        denom = 0.0
         for s in self.group:
             if not s.established:
                 continue

@@ -34,7 +34,7 @@ from workbench.replay.tcp import CA_OPEN, F_REINJ, SubflowSender
 if TYPE_CHECKING:
     from workbench.replay.recorder import Recorder
     from workbench.replay.workload import Workload
-    from workbench.schedulers.base import Scheduler
+    from workbench.schedulers.base import Scheduler, SubflowView
 
 __all__ = ["ConnReceiver", "Connection", "ConnectionConfig"]
 
@@ -149,7 +149,7 @@ class Connection:
         self.send_buf_bytes = cfg.send_buf_bytes if cfg.send_buf_bytes is not None else 4 * 1024 * 1024
         self.rx = ConnReceiver(cfg.rcv_buf_bytes)
         self.subflows: list[SubflowSender] = []
-        self.views: list[SubflowSender] = []  # what schedulers get as SubflowViews
+        self.views: list[SubflowView] = []  # the subflows as schedulers see them (the same objects)
         self.view = self  # the connection itself implements ConnView (attribute reads are cheap)
         self.reinject_head = -1
         # meta segment table

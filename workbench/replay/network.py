@@ -63,6 +63,22 @@ def _dispatch(table: dict[int, Callable[[Any], None]]) -> Callable[[Any], None]:
     return deliver
 
 
+def _forward_data(nxt: Link, header_bytes: int) -> Callable[[Any], None]:
+    send = nxt.send
+
+    def forward(pkt: Any) -> None:
+        send(pkt, pkt[3] + header_bytes)  # data: (sf, idx, seq, plen, ...)
+    return forward
+
+
+def _forward_ack(nxt: Link, ack_bytes: int) -> Callable[[Any], None]:
+    send = nxt.send
+
+    def forward(pkt: Any) -> None:
+        send(pkt, ack_bytes + (12 if pkt[2] >= 0 else 0))  # ACK: (sf, ack, sack, ...), SACK adds 12 B
+    return forward
+
+
 def wire(links: dict[str, Link], routes: Sequence[Route], *, data_ends: Sequence[Callable[[Any], None]],
          ack_ends: Sequence[Callable[[Any], None]], data_header_bytes: int, ack_bytes: int,
          on_data_drop: Callable[[Any, int, int], None] | None = None,
@@ -82,10 +98,8 @@ def wire(links: dict[str, Link], routes: Sequence[Route], *, data_ends: Sequence
                     raise ValueError(f"route of subflow {k} crosses link {name} twice")
                 if i + 1 < len(hops):
                     nxt = links[hops[i + 1]]
-                    if kind == "data":
-                        table[name][k] = lambda pkt, s=nxt.send: s(pkt, pkt[3] + data_header_bytes)
-                    else:
-                        table[name][k] = lambda pkt, s=nxt.send: s(pkt, ack_bytes + (12 if pkt[2] >= 0 else 0))
+                    table[name][k] = (_forward_data(nxt, data_header_bytes) if kind == "data"
+                                      else _forward_ack(nxt, ack_bytes))
                 else:
                     table[name][k] = end
     for name, t in table.items():

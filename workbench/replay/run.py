@@ -103,7 +103,7 @@ def handshake_times(paths: list[PathConfig], join_delay_ns: int = 0, *, directio
 OwdAt = Callable[[int], float]
 
 
-def _handshakes(owd: list[tuple[OwdAt, OwdAt]], join_delay_ns: int, direction: str,
+def _handshakes(owd: Sequence[tuple[OwdAt, OwdAt]], join_delay_ns: int, direction: str,
                 ) -> list[tuple[int, int, list[tuple[int, int, str, int]]]]:
     """Per subflow, from its (client -> server, server -> client) one-way delays at a time: (usable
     at the data sender, RTT sample, packets) where each packet is (t_sent_ns, t_arrived_ns, dir

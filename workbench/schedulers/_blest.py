@@ -1,4 +1,4 @@
-"""BLEST — BLocking ESTimation scheduler (Ferlin et al., IFIP Networking 2016), SCHEDULERS.md §3.
+"""BLEST — BLocking ESTimation scheduler (Ferlin et al., IFIP Networking 2016), docs/MODEL.md §3.
 
 Models seed paper 002 §IV-A (Algorithm 1) and ``multipath-tcp/mptcp net/mptcp/mptcp_blest.c``
 (``blest_get_available_subflow``, ``blestsched_estimate_linger_time``, ``blestsched_estimate_bytes``,

@@ -1,4 +1,4 @@
-"""DAPS — Delay-Aware Packet Scheduling (Kuhn et al., ICC 2014), SCHEDULERS.md §8.
+"""DAPS — Delay-Aware Packet Scheduling (Kuhn et al., ICC 2014), docs/MODEL.md §8.
 
 Models seed paper 002 §III-A and the Karlstad kernel module ``vkirany/mptcp-kau
 net/mptcp/mptcp_daps.c`` (``mptcp_begin_schedule``, ``algo1``, ``mptcp_next_segment``,

@@ -1,5 +1,5 @@
 """DRePaS, Dynamic Relative Path Scoring (seed 003, Algorithm 2 and §V), as a path-management `Layer`
-over any scheduler. No public code exists (SCHEDULERS.md §11); this follows the paper.
+over any scheduler. No public code exists (docs/MODEL.md §11); this follows the paper.
 
 Every ``score_period`` (100 ms in the paper) each subflow i gets
 

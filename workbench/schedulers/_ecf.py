@@ -1,4 +1,4 @@
-"""ECF — Earliest Completion First (Lim et al., CoNEXT 2017), SCHEDULERS.md §4.
+"""ECF — Earliest Completion First (Lim et al., CoNEXT 2017), docs/MODEL.md §4.
 
 Models ``multipath-tcp/mptcp net/mptcp/mptcp_ecf.c`` (``ecf_get_available_subflow``): the default
 scheduler's subflow choice (`get_available_subflow`, §1.2) and segment choice with opportunistic
@@ -128,6 +128,9 @@ class ECF(MinRTT):
         k = conn.unsent_bytes
         cwnd_f = minsk.cwnd
         cwnd_s = best.cwnd
+        srtt_f: float
+        srtt_s: float
+        delta: float
         if self.variant == "kernel":
             srtt_f = minsk.srtt_us8 >> 3
             srtt_s = best.srtt_us8 >> 3

@@ -1,4 +1,4 @@
-"""Out-of-tree Linux MPTCP default scheduler ("minRTT"/LowRTT), SCHEDULERS.md §1.
+"""Out-of-tree Linux MPTCP default scheduler ("minRTT"/LowRTT), docs/MODEL.md §1.
 
 Subflow choice = ``get_available_subflow`` with path-mask handling and backup rules (§1.2); segment
 choice = reinjection queue first, then the send head (§1.3), handing the chosen subflow as many
@@ -100,7 +100,7 @@ class MinRTT(Scheduler):
         super().__init__(**values)
         self._last_rbuf_opti: dict[int, int] = {}
 
-    def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
+    def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | tuple[int, int, int] | None:
         rh = conn.reinject_head
         if rh >= 0:
             return self._reinject(conn, subflows, rh)

@@ -1,4 +1,4 @@
-"""OTIAS — Out-of-order Transmission for In-order Arrival Scheduling (Yang & Amer), SCHEDULERS.md §9.
+"""OTIAS — Out-of-order Transmission for In-order Arrival Scheduling (Yang & Amer), docs/MODEL.md §9.
 
 Models the seed paper 001 (§II-C eqs. 1–3, Fig. 3, §III) and the Karlstad kernel module
 ``vkirany/mptcp-kau net/mptcp/mptcp_otias.c`` (``mptcp_otias_calc_metric``,
@@ -155,5 +155,5 @@ class OTIAS(Scheduler):
                     backup, backup_t = sf, t
             elif (space or not need_space) and t < best_t:
                 best, best_t = sf, t
-        sf = best if best is not None else backup
-        return Decision(sf.index, seg) if sf is not None else None
+        pick = best if best is not None else backup
+        return Decision(pick.index, seg) if pick is not None else None

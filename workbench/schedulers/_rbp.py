@@ -1,6 +1,6 @@
 """RBP, Receive Buffer Pre-division based flow control (Han, Xue, Yue, Hong, Yu, Li: "Receive Buffer
 Pre-division Based Flow Control for MPTCP", seed 004), as a flow-control `Layer` over any scheduler.
-No public code exists (SCHEDULERS.md §11); this follows the paper (§3, Algorithm 1).
+No public code exists (docs/MODEL.md §11); this follows the paper (§3, Algorithm 1).
 
 The sender splits the receiver's buffer and window among the subflows:
 

@@ -1,4 +1,4 @@
-"""Out-of-tree redundant scheduler (v0.95, Frömmgen/Erbshäußer), SCHEDULERS.md §5.1: every subflow
+"""Out-of-tree redundant scheduler (v0.95, Frömmgen/Erbshäußer), docs/MODEL.md §5.1: every subflow
 walks the whole meta write queue on its own pointer and sends each segment as its cwnd allows
 (copies of segments another subflow already sent are reinjections); a lagging subflow skips what is
 already DATA_ACKed; backups carry new data only when no active subflow is usable."""

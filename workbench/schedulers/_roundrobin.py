@@ -1,4 +1,4 @@
-"""Out-of-tree round-robin scheduler (``mptcp_rr.c``), SCHEDULERS.md §2: ``num_segments`` segments
+"""Out-of-tree round-robin scheduler (``mptcp_rr.c``), docs/MODEL.md §2: ``num_segments`` segments
 per subflow per round among subflows with cwnd space (``cwnd_limited``), the last zero-quota subflow
 in list order starts a round, no backup handling, no opportunistic retransmission."""
 

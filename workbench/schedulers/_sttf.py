@@ -1,4 +1,4 @@
-"""STTF — Shortest Transfer Time First (Hurtig et al., IEEE/ACM ToN 2019), SCHEDULERS.md §10.
+"""STTF — Shortest Transfer Time First (Hurtig et al., IEEE/ACM ToN 2019), docs/MODEL.md §10.
 
 Models seed paper 002 §IV-B (Algorithms 2 and 3) and the Karlstad kernel module ``vkirany/mptcp-kau
 net/mptcp/mptcp_sttf.c`` (``compute_tt``, ``get_subflow_from_selectors``, ``pre_scheduler``).

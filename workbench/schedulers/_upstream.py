@@ -1,4 +1,4 @@
-"""Upstream Linux MPTCP default scheduler ("burst" / linger time), SCHEDULERS.md §6.
+"""Upstream Linux MPTCP default scheduler ("burst" / linger time), docs/MODEL.md §6.
 
 No cwnd test: the subflow whose queued bytes (``sk_wmem_queued``, modelled as in-flight + queued
 payload) would drain soonest at its smoothed pacing rate gets the next burst of up to 64 KB
@@ -54,7 +54,7 @@ class UpstreamDefault(Scheduler):
         head = conn.head
         if head >= conn.n_segs:
             return None
-        best = [None, None]  # active, backup
+        best: list[SubflowView | None] = [None, None]  # active, backup
         best_linger = [float("inf"), float("inf")]
         nr_active = 0
         avg = self._avg_pacing

@@ -70,7 +70,7 @@ class Decision(NamedTuple):
 
     subflow: int
     seg: int = -1
-    count: int = 1
+    count: int = 1  # type: ignore[assignment]  # shadows tuple.count; the name is public API
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ class ConnView(Protocol):
     def nth_unsent(self, n: int) -> int: ...        # index of the n-th (0-based) unsent segment, n_segs if none
     def seg_at_dsn(self, dsn: int) -> int: ...      # segment starting at byte dsn (first one at or above it)
     def penalize(self, subflow: int) -> None: ...   # halve cwnd (and ssthresh out of slow start)
-    def drop_reinject(self, seg: int) -> None: ...
+    def drop_reinject(self, seg: int) -> int: ...  # 1 if it was queued for reinjection
     def wake_at(self, t_ns: int) -> None: ...
 
 
