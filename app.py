@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent
 TRACES = ROOT / "traces"
 DEFAULT_TRACE = "lab/c07"
 # AppTest cannot drive st.file_uploader: a test puts {"captures": [(name, bytes)], "peer": (name, bytes)
-# | None} here and the page hands it to the very handler the uploader's callback uses.
+# | None} here and the page hands it to the very handler the uploader's callback uses (no captures:
+# the files were removed).
 TEST_UPLOAD_KEY = "wb_test_upload"
 CAPTURE_TYPES = ["pcap", "pcapng", "cap", "csv"]
 WORKLOADS = {"captured": "as captured (finite, the delivered bytes)", "bulk": "bulk for N seconds",
@@ -43,11 +44,20 @@ def _store() -> UploadStore:
 
 
 def _accept(captures: list[tuple[str, Any]], peer: tuple[str, Any] | None) -> None:
-    """What the uploader's callback (and the test hook) calls: store the files, remember the source."""
-    ss.pop("wb_upload_error", None)
+    """What the uploader's callback (and the test hook) calls: store the files, decide what they are
+    (one capture, a capture and its peer, one connection's CSV exports; `workbench.ui.intake`) and
+    remember the source and the line that says what was used."""
+    from workbench.ui.intake import plan_upload
+
+    for k in ("wb_upload_error", "wb_upload_note"):
+        ss.pop(k, None)
     try:
         up = _store().accept(captures, peer)
-        ss.wb_upload = work.make_source(up.files, up.peer, up.label, names=up.names, digest=up.key)
+        plan = plan_upload(up.files, up.names, up.peer)
+        used = [*plan.files, *([plan.peer] if plan.peer else [])]
+        label = " + ".join(up.names[f] for f in plan.files) + (f"  (peer {up.names[plan.peer]})" if plan.peer else "")
+        ss.wb_upload = work.make_source(plan.files, plan.peer, label, names={f: up.names[f] for f in used})
+        ss.wb_upload_note = plan.note
     except Exception as e:
         ss.pop("wb_upload", None)
         ss.wb_upload_error = error_line(e)
@@ -59,8 +69,14 @@ def _on_upload() -> None:
     if files:
         _accept([(f.name, f) for f in files], (peer.name, peer) if peer is not None else None)
     else:
-        _store().clear()
-        ss.pop("wb_upload", None)
+        _clear_upload()
+
+
+def _clear_upload() -> None:
+    """Files removed: so is everything said about them (an old error must not stay on screen)."""
+    _store().clear()
+    for k in ("wb_upload", "wb_upload_error", "wb_upload_note"):
+        ss.pop(k, None)
 
 
 def _input_source() -> work.Source | None:
@@ -89,11 +105,16 @@ def _input_source() -> work.Source | None:
     sb.file_uploader("Peer capture, the other end (optional)", type=["pcap", "pcapng", "cap"], key="up_peer",
                      on_change=_on_upload)
     injected = ss.pop(TEST_UPLOAD_KEY, None)
-    if injected:
-        _accept(list(injected["captures"]), injected.get("peer"))
+    if injected is not None:
+        if injected["captures"]:
+            _accept(list(injected["captures"]), injected.get("peer"))
+        else:
+            _clear_upload()
     if ss.get("wb_upload_error"):
         st.error(ss.wb_upload_error)
         return None
+    if ss.get("wb_upload_note"):
+        sb.info(ss.wb_upload_note)
     src: work.Source | None = ss.get("wb_upload")
     if src is not None and names:
         src = work.make_source(src.files, src.peer, src.label, tuple(names.items()), names=src.names,
@@ -112,25 +133,80 @@ if source is None:
         st.info("Pick a bundled trace or upload a capture in the sidebar.")
     st.stop()
 
+# A new input: what belongs to the old one (what-if edits, the connection choice, results, tuning) is
+# keyed by the input and starts afresh; what is not about one trace (schedulers, their parameters,
+# workload and connection settings) carries over, and the page says so.
+_prev = ss.get("wb_source")
+if _prev is not None and _prev["key"] != source.key:
+    ss.wb_carry = (f"New input: what-if edits and results start afresh; schedulers, their parameters, workload "
+                   f"and connection settings carried over from {_prev['label']}.")
+ss.wb_source = {"key": source.key, "label": source.label}
+SKEY = source.key[:16]
+
 rename = source.rename
 cap: Any = None
-overview: dict[str, Any] = {}
 with guard(st.error, rename), st.spinner("Reading the capture…"):
-    cap, overview = work.load_source(source, ss.get(f"connection|{source.key[:16]}"))
+    cap = work.load_capture(source)
 if cap is None:
     st.stop()
 
-conn_ids = [c["conn"] for c in overview["connections"]]
+conn_rows = cap.connections.select("conn", "kind").to_dicts()
+conn_ids = [int(c["conn"]) for c in conn_rows]
 if len(conn_ids) > 1:
-    st.sidebar.selectbox("Connection", conn_ids, index=conn_ids.index(overview["detail"]["conn"]),
-                         key=f"connection|{source.key[:16]}", help="default: the busiest MPTCP connection")
-conn = int(overview["detail"]["conn"])
-st.caption(f"**{source.label}** · reader {overview['reader']} · connection {conn}")
+    st.sidebar.selectbox("Connection", conn_ids, index=conn_ids.index(int(cap.main_connection)),
+                         key=f"connection|{SKEY}", help="default: the busiest MPTCP connection")
+conn = int(ss.get(f"connection|{SKEY}", cap.main_connection))
+st.caption(f"**{source.label}** · reader {cap.reader} · connection {conn}")
+if ss.get("wb_carry"):
+    st.caption(ss.wb_carry)
+conn_kind = next((c["kind"] for c in conn_rows if c["conn"] == conn), None)
+if conn_kind != "mptcp":
+    st.info(f"No MPTCP in connection {conn}: it is analysed as single-path TCP.", icon="ℹ️")
 
-t_over, t_paths, t_replay, t_tune, t_down = st.tabs(["Overview", "Paths", "Replay", "Tune", "Download"])
+t_over, t_capture, t_paths, t_replay, t_tune, t_down = st.tabs(
+    ["Overview", "Capture", "Paths", "Replay", "Tune", "Download"])
+# The tabs are filled in the order that gets the first plot on screen soonest: the path timelines
+# (Paths) right after reading the capture, then the Overview's metrics, the replay and tuning
+# controls, and the capture views last.
+
+# ------------------------------------------------------------------------------------------- Paths
+tls: Any = None
+tl_key = ""
+edits: dict[str, work.WhatIf] = {}
+with t_paths, guard(st.error, rename):
+    with st.spinner("Estimating path timelines…"):
+        base_tls = work.source_timelines(source, cap, conn)
+    st.markdown("What-if edits change what the Replay and Tune tabs replay.")
+    for p, tl in base_tls.items():
+        c1, c2, c3, c4 = st.columns([2, 2, 1, 2])
+        # Keyed by the input: an edit of one trace never applies to the next one, and the buffer box
+        # starts from this trace's estimate.
+        scale = c1.number_input(f"{p}: rate ×", min_value=0.0, max_value=100.0, value=1.0, step=0.1,
+                                key=f"wi_scale|{SKEY}|{p}")
+        delay = c2.number_input(f"{p}: add one-way delay (ms)", min_value=-1000.0, max_value=10_000.0, value=0.0,
+                                step=5.0, key=f"wi_delay|{SKEY}|{p}")
+        set_buf = c3.checkbox("set buffer", key=f"wi_bufon|{SKEY}|{p}")
+        buf = c4.number_input(f"{p}: bottleneck buffer (bytes)", min_value=0, max_value=1 << 30,
+                              value=int(tl.buffer_down_bytes or 64_000), step=10_000, key=f"wi_buf|{SKEY}|{p}",
+                              disabled=not set_buf)
+        edits[p] = work.WhatIf(float(scale), float(delay), int(buf) if set_buf else None)
+    tls, tl_key = work.whatif_timelines(source.key, base_tls, edits)
+    st.plotly_chart(pio.from_json(work.timeline_figure_json(tl_key, tls)), key="timeline_fig")
+    st.dataframe(tables.timelines_table(tls), hide_index=True)
+    # What limits these numbers, next to them (the timelines' caveats, else what the page can tell).
+    for w in work.trust_warnings(source, cap.warnings, tls):
+        st.warning(rename(w))
+    with st.expander("How the timelines were made"):
+        for p, tl in tls.items():
+            st.markdown(f"**{p}** ({tl.source})")
+            for n in tl.notes:
+                st.text(n)
 
 # ---------------------------------------------------------------------------------------- Overview
+overview: dict[str, Any] = {"connections": [], "detail": {"metrics": {}, "conn": conn}, "warnings": []}
 with t_over, guard(st.error, rename):
+    with st.spinner("Measuring the connection…"):
+        overview = work.load_overview(source, cap, conn)
     m = overview["detail"]["metrics"]
     cols = st.columns(5)
     cols[0].metric("goodput", f"{m['goodput_mbps']:.2f} Mbit/s" if m.get("goodput_mbps") else "–")
@@ -138,7 +214,11 @@ with t_over, guard(st.error, rename):
     cols[2].metric("delivered", f"{m['delivered_bytes']:,} B" if m.get("delivered_bytes") else "–")
     cols[3].metric("OOO delay p50", f"{m['ooo_p50_ms']:.1f} ms" if m.get("ooo_p50_ms") is not None else "–")
     cols[4].metric("OOO delay p95", f"{m['ooo_p95_ms']:.1f} ms" if m.get("ooo_p95_ms") is not None else "–")
-    if overview["detail"].get("ooo_note"):
+    if m.get("goodput_mbps") is None:
+        st.caption("goodput, completion and delivered bytes need the receiver's side of the data: this capture "
+                   "holds only the sender's (give the receiver's capture as peer); the per-path table below "
+                   "shows what was sent.")
+    if overview["detail"].get("ooo_note") and conn_kind == "mptcp":
         st.info(overview["detail"]["ooo_note"])
     st.subheader("Connections")
     st.dataframe(tables.connections_table(overview), hide_index=True)
@@ -153,116 +233,130 @@ with t_over, guard(st.error, rename):
     for w in overview["warnings"]:
         st.warning(rename(w))
 
-# ------------------------------------------------------------------------------------------- Paths
-tls: Any = None
-tl_key = ""
-edits: dict[str, work.WhatIf] = {}
-with t_paths, guard(st.error, rename):
-    with st.spinner("Estimating path timelines…"):
-        base_tls = work.source_timelines(source, cap, conn)
-    st.markdown("What-if edits change what the Replay and Tune tabs replay.")
-    for p, tl in base_tls.items():
-        c1, c2, c3, c4 = st.columns([2, 2, 1, 2])
-        scale = c1.number_input(f"{p}: rate ×", min_value=0.0, max_value=100.0, value=1.0, step=0.1,
-                                key=f"wi_scale|{p}")
-        delay = c2.number_input(f"{p}: add one-way delay (ms)", min_value=-1000.0, max_value=10_000.0, value=0.0,
-                                step=5.0, key=f"wi_delay|{p}")
-        set_buf = c3.checkbox("set buffer", key=f"wi_bufon|{p}")
-        buf = c4.number_input(f"{p}: bottleneck buffer (bytes)", min_value=0, max_value=1 << 30,
-                              value=int(tl.buffer_down_bytes or 64_000), step=10_000, key=f"wi_buf|{p}",
-                              disabled=not set_buf)
-        edits[p] = work.WhatIf(float(scale), float(delay), int(buf) if set_buf else None)
-    tls, tl_key = work.whatif_timelines(source.key, base_tls, edits)
-    st.plotly_chart(pio.from_json(work.timeline_figure_json(tl_key, tls)), key="timeline_fig")
-    st.dataframe(tables.timelines_table(tls), hide_index=True)
-    with st.expander("How the timelines were made"):
-        for p, tl in tls.items():
-            st.markdown(f"**{p}** ({tl.source})")
-            for n in tl.notes:
-                st.text(n)
-
 # ------------------------------------------------------------------------------------------ Replay
+
+
+def _kv(key: str, default: Any) -> Any:
+    """A widget's value as the session keeps it (`_keep`), else ``default``; handed to the widget as
+    its default. Streamlit forgets the state of a widget that was not drawn in a run (e.g. while the
+    Upload mode waits for a file), and a widget re-created from session state alone showed empty in
+    the browser (an empty scheduler list, every number at its minimum) while the script saw values."""
+    return ss.setdefault("wb_keep", {}).get(key, default)
+
+
+def _keep(*keys: str) -> None:
+    keep = ss.setdefault("wb_keep", {})
+    for k in keys:
+        if k in ss:
+            keep[k] = ss[k]
 
 
 def _param_widget(sched: str, spec: Any) -> Any:
     key = f"p|{sched}|{spec.name}"
     label = f"{spec.name}"
     if spec.choices is not None:
-        ss.setdefault(key, spec.default)
-        return st.selectbox(label, list(spec.choices), key=key, help=spec.doc or None)
+        choices = list(spec.choices)
+        v = _kv(key, spec.default)
+        return st.selectbox(label, choices, index=choices.index(v) if v in choices else 0, key=key,
+                            help=spec.doc or None)
     if isinstance(spec.default, int) and not isinstance(spec.default, bool):
-        ss.setdefault(key, int(spec.default))
         return st.number_input(label, min_value=None if spec.low is None else int(spec.low),
                                max_value=None if spec.high is None else int(spec.high), step=1, key=key,
-                               help=spec.doc or None)
+                               value=int(_kv(key, spec.default)), help=spec.doc or None)
     if isinstance(spec.default, float):
-        ss.setdefault(key, float(spec.default))
         return st.number_input(label, min_value=None if spec.low is None else float(spec.low),
                                max_value=None if spec.high is None else float(spec.high), format="%.4g", key=key,
-                               help=spec.doc or None)
-    ss.setdefault(key, spec.default)
-    return st.text_input(label, key=key, help=spec.doc or None)
+                               value=float(_kv(key, spec.default)), help=spec.doc or None)
+    return st.text_input(label, key=key, value=str(_kv(key, spec.default)), help=spec.doc or None)
 
 
+_WL_KEYS = {"wl_kind": "captured", "wl_seconds": 10.0, "wl_bytes": 4_000_000, "wl_segs": 64, "wl_idle": 200.0,
+            "wl_n": 10, "snd_auto": True, "snd_buf": 4 << 20, "rcv_buf": work.RCV_BUF_DEFAULT, "cc": "cubic",
+            "seed": 0, "made_with": "upstream"}
 replay_specs: list[work.ReplaySpec] = []
 workload_spec = work.WorkloadSpec()
 conn_spec = work.ConnSpec()
+setup_key = ""
+made_with = "upstream"
+
+
+def _setup() -> work.ReplaySetup:
+    """The one replay setup of the Replay and the Tune tab (`work.replay_setup`)."""
+    return work.replay_setup(cap, conn, overview, tls, workload_spec, conn_spec)
+
+
 with t_replay, guard(st.error, rename):
     from workbench.schedulers import available, info
 
-    ss.setdefault("schedulers", ["minrtt", "upstream"])
-    chosen = st.multiselect("Schedulers", available(), key="schedulers")
+    kv = {k: _kv(k, v) for k, v in _WL_KEYS.items()}
+    all_scheds = available()
+    chosen = st.multiselect("Schedulers", all_scheds, key="schedulers",
+                            default=[x for x in _kv("schedulers", ["minrtt", "upstream"]) if x in all_scheds])
     if chosen:
         pcols = st.columns(min(len(chosen), 4))
         for i, s in enumerate(chosen):
             with pcols[i % len(pcols)].expander(f"{s} parameters", expanded=False):
                 st.caption(info(s).description)
                 params = {p.name: _param_widget(s, p) for p in info(s).params}
+                _keep(*(f"p|{s}|{p.name}" for p in info(s).params))
             replay_specs.append(work.ReplaySpec(s, tuple(sorted(params.items())), workload_spec, conn_spec))
     c1, c2, c3 = st.columns(3)
     with c1:
-        kind = st.radio("Workload", list(WORKLOADS), format_func=WORKLOADS.__getitem__, key="wl_kind")
-        seconds = st.number_input("bulk: seconds", 0.1, 600.0, 10.0, 1.0, key="wl_seconds",
-                                  disabled=kind != "bulk")
-        size = st.number_input("finite: bytes", 1, 10**11, 4_000_000, 1_000_000, key="wl_bytes",
-                               disabled=kind != "finite")
+        kind = st.radio("Workload", list(WORKLOADS), format_func=WORKLOADS.__getitem__, key="wl_kind",
+                        index=list(WORKLOADS).index(kv["wl_kind"]))
+        seconds = st.number_input("bulk: seconds", min_value=0.1, max_value=600.0, step=1.0, key="wl_seconds",
+                                  value=float(kv["wl_seconds"]), disabled=kind != "bulk")
+        size = st.number_input("finite: bytes", min_value=1, max_value=10**11, step=1_000_000, key="wl_bytes",
+                               value=int(kv["wl_bytes"]), disabled=kind != "finite")
+        made_with = st.selectbox("The capture was made with", all_scheds, key="made_with",
+                                 index=all_scheds.index(kv["made_with"]) if kv["made_with"] in all_scheds else 0,
+                                 help="the scheduler the captured connection ran (Linux's default: upstream); "
+                                      "its row is compared with what was observed")
     with c2:
-        segs = st.number_input("bursts: segments per burst", 1, 100_000, 64, key="wl_segs", disabled=kind != "bursts")
-        idle = st.number_input("bursts: idle ms", 0.0, 60_000.0, 200.0, 50.0, key="wl_idle", disabled=kind != "bursts")
-        nb = st.number_input("bursts: count", 1, 10_000, 10, key="wl_n", disabled=kind != "bursts")
+        segs = st.number_input("bursts: segments per burst", min_value=1, max_value=100_000, key="wl_segs",
+                               value=int(kv["wl_segs"]), disabled=kind != "bursts")
+        idle = st.number_input("bursts: idle ms", min_value=0.0, max_value=60_000.0, step=50.0, key="wl_idle",
+                               value=float(kv["wl_idle"]), disabled=kind != "bursts")
+        nb = st.number_input("bursts: count", min_value=1, max_value=10_000, key="wl_n", value=int(kv["wl_n"]),
+                             disabled=kind != "bursts")
     with c3:
-        auto_snd = st.checkbox("send buffer: Linux autotuning", value=True, key="snd_auto")
-        snd = st.number_input("send buffer (bytes)", 1424, 1 << 30, 4 << 20, 1 << 20, key="snd_buf",
-                              disabled=auto_snd)
-        rcv = st.number_input("receive buffer (bytes)", 1 << 14, 1 << 31, work.RCV_BUF_DEFAULT, 1 << 20,
-                              key="rcv_buf")
-        cc = st.selectbox("congestion control", ["cubic", "reno", "lia", "olia"], key="cc")
-        seed = st.number_input("seed", 0, 2**31 - 1, 0, key="seed")
+        auto_snd = st.checkbox("send buffer: Linux autotuning", key="snd_auto", value=bool(kv["snd_auto"]))
+        snd = st.number_input("send buffer (bytes)", min_value=1424, max_value=1 << 30, step=1 << 20, key="snd_buf",
+                              value=int(kv["snd_buf"]), disabled=auto_snd)
+        rcv = st.number_input("receive buffer (bytes)", min_value=1 << 14, max_value=1 << 31, step=1 << 20,
+                              key="rcv_buf", value=int(kv["rcv_buf"]))
+        ccs = ["cubic", "reno", "lia", "olia"]
+        cc = st.selectbox("congestion control", ccs, key="cc", index=ccs.index(kv["cc"]) if kv["cc"] in ccs else 0)
+        seed = st.number_input("seed", min_value=0, max_value=2**31 - 1, key="seed", value=int(kv["seed"]))
+    _keep("schedulers", *_WL_KEYS)
     workload_spec = work.WorkloadSpec(kind, float(seconds), int(size), int(segs), float(idle), int(nb))
     conn_spec = work.ConnSpec(cc, None if auto_snd else int(snd), int(rcv), int(seed))
     replay_specs = [work.ReplaySpec(s.scheduler, s.params, workload_spec, conn_spec) for s in replay_specs]
+    setup_key = work.ReplaySpec("", (), workload_spec, conn_spec).key(tl_key)
     run_key = "|".join([tl_key, *(s.key(tl_key) for s in replay_specs)])
 
-    if tls is None:
-        st.info("No path timelines (see the Paths tab): nothing to replay.")
-    if st.button("Run replay", type="primary", key="run_replay", disabled=not replay_specs or tls is None):
-        wl, dur, wl_text = work.replay_plan(cap, conn, overview, workload_spec)
-        cfg, cfg_notes = work.connection_config(cap, conn, conn_spec)
+    why_not = ("No path timelines (see the Paths tab): nothing to replay." if tls is None else
+               "Pick at least one scheduler above to replay." if not replay_specs else "")
+    if why_not:
+        st.info(why_not)
+    if st.button("Run replay", type="primary", key="run_replay", disabled=bool(why_not)):
+        setup = _setup()
         obs = work.observed_source(source, cap, conn)
         results = [obs]
         with st.status("Replaying…", expanded=True) as status:
             for i, spec in enumerate(replay_specs, 1):
                 status.update(label=f"Replaying {spec.scheduler} ({i}/{len(replay_specs)})…")
-                results.append(work.replay_scheduler(tl_key, tls, spec, wl, dur, cfg))
+                results.append(work.replay_scheduler(tl_key, setup, spec))
                 status.write(f"{spec.scheduler}: done")
             status.update(label=f"Replayed {len(replay_specs)} scheduler(s)", state="complete", expanded=False)
         ss.wb_results = {"source": source.key, "run_key": run_key, "rows": [r["row"] for r in results],
                          "sources": [r["figures"] for r in results], "paths": list(tls),
-                         "settings": [f"workload: {wl_text}", f"replay cap: {dur / 1e9:.1f} s",
+                         "settings": [f"workload: {setup.workload_text}",
+                                      f"replay cap: {setup.duration_ns / 1e9:.1f} s",
                                       f"connection: cc {conn_spec.cc}, send buffer "
                                       f"{conn_spec.send_buf_bytes or 'autotuned'}, receive buffer "
                                       f"{conn_spec.rcv_buf_bytes} B, seed {conn_spec.seed}"],
-                         "notes": cfg_notes + work.fill_notes(tls)}
+                         "notes": list(setup.notes) + work.fill_notes(tls)}
 
     res = ss.get("wb_results")
     if res and res["source"] == source.key:
@@ -270,7 +364,19 @@ with t_replay, guard(st.error, rename):
             st.info("The settings changed since these results: press **Run replay** to update them.")
         st.subheader("Observed vs. predicted")
         st.caption(" · ".join(res["settings"]))
-        st.dataframe(tables.results_table(res["rows"], res["paths"]), hide_index=True, key="results_table")
+        st.dataframe(tables.results_table(res["rows"], res["paths"], made_with=made_with), hide_index=True,
+                     key="results_table")
+        trust = tables.error_table(res["rows"], made_with, res["paths"])
+        if trust.height:
+            st.markdown(f"**How far to trust these rows**: the replay of **{made_with}** (the scheduler the "
+                        "capture was made with) against what was observed. The other rows share its timelines "
+                        "and settings, so expect errors of this size in them too.")
+            st.dataframe(trust, hide_index=True, key="trust_table")
+        else:
+            st.caption(f"The capture's own scheduler ({made_with}) was not replayed: add it to see how far "
+                       "the replayed rows can be trusted.")
+        for w in work.trust_warnings(source, cap.warnings, tls):
+            st.warning(rename(w))
         for n in res["notes"]:
             st.caption(n)
         from workbench.report.figures import build_figures, page_figure_data
@@ -288,10 +394,15 @@ with t_replay, guard(st.error, rename):
 
 def _apply_best(sched: str, params: dict[str, Any]) -> None:
     """Button callback (runs before the widgets): the best parameters into the Replay tab's widgets."""
+    keep = ss.setdefault("wb_keep", {})
+    # Into the kept values, and the widgets forgotten: they are drawn again from the kept values (a
+    # widget given both a default and a value set through session state would warn).
     for name, value in params.items():
-        ss[f"p|{sched}|{name}"] = value
-    if sched not in ss.get("schedulers", []):
-        ss["schedulers"] = [*ss.get("schedulers", []), sched]
+        keep[f"p|{sched}|{name}"] = value
+        ss.pop(f"p|{sched}|{name}", None)
+    current = list(ss.get("schedulers", keep.get("schedulers", [])))
+    keep["schedulers"] = current if sched in current else [*current, sched]
+    ss.pop("schedulers", None)
     ss.wb_applied = f"applied to the Replay tab: {sched} {params}"
 
 
@@ -304,29 +415,41 @@ with t_tune, guard(st.error, rename):
     t_objs = c2.multiselect("Objective(s)", list(tuning.OBJECTIVE_CHOICES), default=["ooo_p95"],
                             format_func=lambda o: tuning.OBJECTIVE_CHOICES[o], key="tune_objs")
     t_trials = c3.number_input("Trials", 1, 1000, 20, key="tune_trials")
-    st.caption("Tunes on the Paths tab's timelines (what-if included) with the Replay tab's workload (bulk or "
-               "finite; bursts are tuned as bulk) and the engine's default connection settings.")
+    t_min_gp = st.number_input("keep at least this fraction of the defaults' goodput (0 = no constraint)",
+                               min_value=0.0, max_value=2.0, value=0.95, step=0.05, key="tune_min_goodput")
+    st.caption("Tunes exactly what the Replay tab replays: the Paths tab's timelines (what-if included), the "
+               "Replay tab's workload, connection settings and seed (one replay setup for both tabs). The first "
+               "trial is the scheduler's defaults; a value that loses goodput beyond the constraint is never "
+               "called the best.")
     if st.button("Run study", key="run_tune", disabled=tls is None):
-        wl, dur, _ = work.replay_plan(cap, conn, overview, workload_spec)
-        wl_text = tuning.workload_text(workload_spec.kind, getattr(wl, "size_bytes", None))
+        setup = _setup()
         bar = st.progress(0.0, text="starting…")
 
         def _progress(done: int, wanted: int, best: str) -> None:
             bar.progress(min(done / max(wanted, 1), 1.0), text=f"{done}/{wanted} trials · {best}")
 
-        stop_ns = getattr(wl, "stop_ns", None)
-        ss.wb_tune = tuning.run_study(_store().root, tls, tl_key, t_sched, t_objs, int(t_trials), workload=wl_text,
-                                      duration_ns=int(stop_ns or dur), on_trials=_progress)
+        ss.wb_tune = tuning.run_study(_store().root, setup, setup_key, source.label, t_sched, t_objs,
+                                      int(t_trials), min_goodput=float(t_min_gp) or None, on_trials=_progress)
         ss.wb_tune["source"] = source.key
     tr = ss.get("wb_tune")
     if tr and tr.get("source") == source.key:
         best = tuning.best_params(tr)
-        counts = tr["summary"].get("trials", {})
+        summ = tr["summary"]
+        counts = summ.get("trials", {})
         st.write(f"**{tr['scheduler']}**: {counts.get('complete', 0)} complete, {counts.get('pruned', 0)} pruned, "
                  f"{counts.get('failed', 0)} failed trials")
-        if best is not None:
-            st.code(tr["summary"].get("best", {}).get("param_line") if tr["summary"].get("best")
-                    else str(best), language=None)
+        if summ.get("constraints"):
+            c = summ["constraints"]
+            st.caption(f"constraint: {'; '.join(c['required'])} — kept by {c['kept_by']} of {c['complete']} "
+                       "complete trials")
+        if best is None:
+            st.warning("No trial keeps the constraint: no tuned value is better than the defaults.")
+        else:
+            entry = summ.get("best") or (summ.get("pareto") or [{}])[0]
+            st.code(entry.get("param_line") or str(best), language=None)
+            st.markdown("Change of every objective against the scheduler's defaults:")
+            st.dataframe(tuning.changes_table(entry), hide_index=True, key="tune_changes")
+            st.caption(" · ".join(tuning.change_text(entry)))
             st.button("Apply best parameters to Replay", key="apply_best", on_click=_apply_best,
                       args=(tr["scheduler"], best))
         if ss.get("wb_applied"):
@@ -348,11 +471,14 @@ with t_down, guard(st.error, rename):
     rows, srcs = res["rows"], res["sources"]
     title = f"{source.label}: workbench report"
     tl_json = work.timeline_figure_json(tl_key, tls) if tls is not None else None
-    page_tables = [("Observed vs. predicted", tables.results_table(rows, res["paths"])),
+    page_tables = [("Observed vs. predicted", tables.results_table(rows, res["paths"], made_with=made_with)),
+                   (f"Error of the capture's own scheduler ({made_with}) against the observed run",
+                    tables.error_table(rows, made_with, res["paths"])),
                    ("Subflows", tables.subflows_table(overview))]
     if tls is not None:
         page_tables.append(("Path timelines (what-if applied)", tables.timelines_table(tls)))
-    notes = [rename(w) for w in overview["warnings"]] + list(res["notes"])
+    notes = ([rename(w) for w in work.trust_warnings(source, cap.warnings, tls)]
+             + [rename(w) for w in overview["warnings"]] + list(res["notes"]))
 
     def _html() -> str:
         return report_html(title=title, settings=list(res["settings"]), tables=page_tables, rows=rows,
@@ -363,3 +489,24 @@ with t_down, guard(st.error, rename):
                        on_click="ignore", key="dl_html")
     st.download_button("Metrics CSV", data=tables.metrics_csv(rows), file_name="workbench-metrics.csv",
                        mime="text/csv", on_click="ignore", key="dl_csv")
+
+# ----------------------------------------------------------------------------------------- Capture
+with t_capture, guard(st.error, rename):
+    st.caption("Per path, as Wireshark's graphs show a capture: data sequence number over time (retransmissions ×, "
+               "MPTCP reinjections ◆), RTT and one-way delay, throughput per 100 ms, each segment's out-of-order "
+               "delay; the estimated timeline (dashed) and a ground truth (dotted) drawn over them.")
+    truth_files: list[tuple[str, str]] = []     # (file, path)
+    c1, c2 = st.columns([3, 1])
+    gt = c1.file_uploader("Ground truth to overlay (optional): t_s,rate_mbps or t_s,owd_ms", type=["csv"],
+                          key=f"gt|{SKEY}")
+    with st.spinner("Estimating path timelines…"):
+        cv_tls = work.source_timelines(source, cap, conn)
+    gt_path = c2.selectbox("for path", list(cv_tls), key=f"gt_path|{SKEY}")
+    if gt is not None:
+        f = _store().scratch(f"truth-{SKEY}.csv")
+        f.write_bytes(gt.getvalue())
+        truth_files.append((str(f), str(gt_path)))
+    with st.spinner("Drawing the capture…"):
+        lab_dir = str(Path(source.files[0]).parent) if ss.get("input_mode") == "Bundled trace" else None
+        cv_json = work.capture_view_json(source, cap, conn, cv_tls, tuple(truth_files), lab_folder=lab_dir)
+    st.plotly_chart(pio.from_json(cv_json), key="capture_view", width="stretch")

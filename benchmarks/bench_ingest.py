@@ -3,8 +3,8 @@ ground truth.
 
 Usage: bench_ingest.py [CAPTURE] [--runs N] [--reader native|tshark|both]
 
-Without CAPTURE, a 400k-packet MPTCP v1 capture is generated once with
-../shared/tools/gen_mptcp_capture.py (takes minutes, needs scapy) and cached in .cache/bench/.
+Without CAPTURE, a 400k-packet MPTCP v1 capture is generated once with the shared test data's
+capture generator (docs/DATA.md; takes minutes, needs scapy) and cached in .cache/bench/.
 Each run reads the capture in a fresh Python process (as a user's command would), so the numbers
 include interpreter start and imports ("process") as well as the read itself ("read"); the median
 of the runs is printed with the peak RSS of the reading process. When the capture has a

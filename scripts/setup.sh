@@ -12,7 +12,9 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # gcc + Python headers compile the replay engine's core with mypyc (setup.py); without them it runs
 # as Python at half the speed.
 packages=(tshark python3-venv python3-pip gcc python3-dev)
-[ "$want_test_tools" = "--test" ] && packages+=(chromium)
+[ "$want_test_tools" = "--test" ] && packages+=(chromium postgresql)
+# the kernel backend (workbench lab): captures at both ends, veth offloads switched off
+packages+=(tcpdump ethtool)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,4 +42,16 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[test]"
   echo "$digest" > "$stamp"
+fi
+
+# The kernel backend's delay line (native/delayline.c; this kernel may have no netem), rebuilt when its
+# source changes.
+dl_bin=.venv/bin/workbench-delayline
+dl_stamp=.venv/.workbench-delayline
+dl_digest=$(sha256sum native/delayline.c | cut -d' ' -f1)
+if [ ! -x "$dl_bin" ] || [ ! -f "$dl_stamp" ] || [ "$(cat "$dl_stamp")" != "$dl_digest" ]; then
+  echo "[setup] building the delay line ($dl_bin)"
+  gcc -O2 -Wall -Wextra -o "$dl_bin.tmp" native/delayline.c
+  mv "$dl_bin.tmp" "$dl_bin"
+  echo "$dl_digest" > "$dl_stamp"
 fi

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from _paths import SHARED_TRACES, needs
 from streamlit.testing.v1 import AppTest
 
 from workbench.errors import InputError
@@ -176,12 +177,12 @@ def test_download_buttons_are_offered(replayed: AppTest) -> None:
     assert labels == ["HTML report", "Metrics CSV"]
 
 
-HSR = Path("/work/shared/traces/hsr-mptcp")
+HSR = SHARED_TRACES / "hsr-mptcp"
 HSR_FILES = ["client.1529184872.reno.laptop3.M.D256.wlan12.M3.pcap.csv",
              "client.1529184872.reno.laptop3.M.D256.wlan14.U4.pcap.csv"]
 
 
-@pytest.mark.skipif(not all((HSR / f).is_file() for f in HSR_FILES), reason="shared HSR CSV exports missing")
+@needs(*(HSR / f for f in HSR_FILES))
 def test_csv_exports_of_one_connection_upload_and_replay() -> None:
     """Two tshark CSV exports (one per subflow) uploaded together; the unknown delay of a path is
     replayed as an assumed default and the page says so."""
@@ -217,10 +218,9 @@ def test_report_html_and_csv_of_what_is_on_screen() -> None:
     tls = work.compute_whatif(work.compute_timelines(cap, conn), {p: work.WhatIf(scale=0.5) for p in ["10.0.2.1"]})
     assert any("what-if" in n for n in tls["10.0.2.1"].notes)
     spec = work.ReplaySpec("minrtt", (), work.WorkloadSpec(), work.ConnSpec())
-    wl, dur, _ = work.replay_plan(cap, conn, ov, spec.workload)
-    cfg, notes = work.connection_config(cap, conn, spec.conn)
-    assert not notes and cfg.mss_bytes == 1424
-    results = [work.compute_observed(cap, conn), work.compute_replay(tls, spec, wl, dur, cfg)]
+    setup = work.replay_setup(cap, conn, ov, tls, spec.workload, spec.conn)
+    assert not setup.notes and setup.conn.mss_bytes == 1424
+    results = [work.compute_observed(cap, conn), work.compute_replay(setup, spec)]
     rows = [r["row"] for r in results]
     from workbench.timeline import timeline_figure
 

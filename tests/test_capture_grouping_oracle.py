@@ -10,11 +10,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES, require
 
 from workbench.capture import load, read_packets
 from workbench.capture._mptcp import idsn_of_key, token_of_key
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+SHARED = SHARED_TRACES
 pytestmark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is part of the set-up")
 
 CAPTURES = [
@@ -24,6 +25,7 @@ CAPTURES = [
     SHARED / "lab" / "c07" / "server.pcap",
     SHARED / "lab" / "v01" / "server.pcap",
 ]
+require(SHARED / "fixtures", SHARED / "pair", *CAPTURES)
 
 
 def _tshark_fields(path: Path, fields: list[str], *, two_pass: bool) -> pl.DataFrame:

@@ -4,18 +4,19 @@ goodput, per-path byte share and one-way delay; plus the public client/server pa
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES, require
 
 from workbench.capture import load
 from workbench.metrics import summarize
 from workbench.metrics.rtt import owd_summary
 from workbench.metrics.throughput import path_stats
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+SHARED = SHARED_TRACES
 LAB = SHARED / "lab"
+require(LAB, SHARED / "pair")
 PATHS = {"10.0.1.1": "wifi", "10.0.2.1": "lte"}
 RUNS = sorted(p.name for p in LAB.iterdir() if (p / "results.json").is_file())
 

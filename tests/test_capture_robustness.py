@@ -11,12 +11,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES, require
 
 from workbench.capture import READER_VERSION, load, read_packets
 from workbench.errors import InputError
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+SHARED = SHARED_TRACES
 C07 = SHARED / "lab" / "c07"
+require(C07, SHARED / "fixtures", SHARED / "pair" / "client_2.pcap")
 needs_editcap = pytest.mark.skipif(shutil.which("editcap") is None, reason="editcap comes with tshark")
 
 

@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from _paths import SHARED_TRACES, needs
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+SHARED = SHARED_TRACES
 LAB = SHARED / "lab"
+needs_data = needs(LAB, SHARED / "hsr-mptcp", SHARED / "pair", SHARED / "fixtures")
 WORKBENCH = Path(sys.executable).with_name("workbench")
 
 
@@ -46,6 +48,7 @@ def assert_clean_error(r: subprocess.CompletedProcess[str], name: str, problem: 
     assert "Traceback" not in r.stderr + r.stdout
 
 
+@needs_data
 def test_lab_pair_json(tmp_path: Path) -> None:
     r = run("inspect", LAB / "c01" / "client.pcap", "--peer", LAB / "c01" / "server.pcap",
             "--path", "10.0.1.1=wifi", "--path", "10.0.2.1=lte", "--json", tmp_path=tmp_path)
@@ -59,6 +62,7 @@ def test_lab_pair_json(tmp_path: Path) -> None:
     assert doc["detail"]["metrics"]["ooo_p95_ms"] > doc["detail"]["metrics"]["ooo_p50_ms"] >= 0
 
 
+@needs_data
 def test_human_output_names_paths_and_metrics(tmp_path: Path) -> None:
     r = run("inspect", LAB / "c07" / "client.pcap", "--path", "10.0.2.1=lte", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -66,6 +70,7 @@ def test_human_output_names_paths_and_metrics(tmp_path: Path) -> None:
     assert "out-of-order delay" in r.stdout and "goodput" in r.stdout
 
 
+@needs_data
 def test_csv_export_finds_its_partner_file(tmp_path: Path) -> None:
     one = SHARED / "hsr-mptcp" / "client.1529185491.lia.laptop3.M.D1024.wlan12.U4.pcap.csv"
     r = run("inspect", one, "--json", tmp_path=tmp_path)
@@ -76,6 +81,7 @@ def test_csv_export_finds_its_partner_file(tmp_path: Path) -> None:
     assert doc["detail"]["metrics"]["delivered_bytes"] >= 1024 * 1000
 
 
+@needs_data
 def test_plain_tcp_capture_is_single_path(tmp_path: Path) -> None:
     r = run("inspect", SHARED / "pair" / "client_1_tcp_only.pcap", "--json", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -117,17 +123,20 @@ def test_unknown_link_type_falls_back_to_tshark(tmp_path: Path) -> None:
     assert_clean_error(run("inspect", f, tmp_path=tmp_path), "user0.pcap", "no TCP packets")
 
 
+@needs_data
 def test_two_captures_of_different_sessions(tmp_path: Path) -> None:
     r = run("inspect", LAB / "c01" / "client.pcap", "--peer", LAB / "c07" / "server.pcap", tmp_path=tmp_path)
     assert_clean_error(r, "c07/server.pcap", "not a capture of the same session")
 
 
+@needs_data
 def test_malformed_mptcp_option_is_read_and_reported(tmp_path: Path) -> None:
     r = run("inspect", SHARED / "fixtures" / "tests_mptcp-dss-oobr.pcap", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "malformed MPTCP option" in r.stdout
 
 
+@needs_data
 def test_truncated_capture_keeps_prefix_and_warns(tmp_path: Path) -> None:
     f = tmp_path / "cut.pcap"
     f.write_bytes((LAB / "c07" / "client.pcap").read_bytes()[:100_000])
@@ -138,6 +147,7 @@ def test_truncated_capture_keeps_prefix_and_warns(tmp_path: Path) -> None:
     assert doc["connections"][0]["packets"] > 100
 
 
+@needs_data
 def test_bad_path_option(tmp_path: Path) -> None:
     r = run("inspect", LAB / "c07" / "client.pcap", "--path", "lte", tmp_path=tmp_path)
     assert r.returncode == 2 and "ADDRESS=NAME" in r.stderr and "Traceback" not in r.stderr

@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from _paths import SHARED_TRACES, require
 
 from workbench.timeline import load_timelines, open_timelines, sniff_timeline_input
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+SHARED = SHARED_TRACES
 TL = SHARED / "timelines"
+require(TL, SHARED / "lab", SHARED / "hsr-mptcp")
 WORKBENCH = Path(sys.executable).with_name("workbench")
 
 

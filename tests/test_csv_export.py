@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from _paths import SHARED_TRACES
+from _paths import SHARED_TRACES, needs
 
 from workbench.capture._csvexport import group_csv_exports, is_csv_export, read_csv_export
 from workbench.capture._tshark import read_tshark
@@ -34,6 +34,7 @@ def test_all_files_present() -> None:
     assert len(ALL) == 178
 
 
+@needs(HSR)
 @pytest.mark.parametrize("path", SAMPLE, ids=lambda p: p.name)
 def test_sample_reads_like_the_raw_cells(path: Path) -> None:
     df = read_csv_export(path)

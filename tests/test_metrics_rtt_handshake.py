@@ -7,12 +7,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES, require
 
 from workbench.capture import load
 from workbench.capture._csvexport import group_csv_exports
 from workbench.metrics import best_rtt_samples, rtt_handshake
 
-HSR = Path(__file__).resolve().parents[2] / "shared" / "traces" / "hsr-mptcp"
+HSR = SHARED_TRACES / "hsr-mptcp"
+require(HSR, SHARED_TRACES / "lab" / "c07")
 
 
 def _synack_rtts_from_csv(files: list[Path]) -> dict[str, float]:
@@ -39,7 +41,7 @@ def test_handshake_rtt_equals_tsharks_ack_rtt(token: str) -> None:
 
 
 def test_best_rtt_prefers_seq_then_timestamps_then_handshake() -> None:
-    lab = HSR.parents[0] / "lab" / "c07"
+    lab = SHARED_TRACES / "lab" / "c07"
     pair = load(lab / "client.pcap", peer=lab / "server.pcap")
     assert best_rtt_samples(pair.events)["method"].unique().to_list() == ["seq"]
     client_only = load(lab / "client.pcap")

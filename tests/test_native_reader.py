@@ -19,19 +19,20 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES, needs
 from polars.testing import assert_frame_equal
 
 from workbench.capture._native import ReadStats, UnsupportedLinkType, read_native
 from workbench.capture.schema import PACKETS
 from workbench.errors import InputError
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACES = SHARED_TRACES
 FIXTURES = sorted((TRACES / "fixtures").glob("*.pcap"))
 PAIR = sorted((TRACES / "pair").glob("*.pcap"))
 LAB = [TRACES / "lab" / "c07" / "client.pcap", TRACES / "lab" / "c07" / "server.pcap"]
 HAVE_TSHARK = shutil.which("tshark") is not None and shutil.which("editcap") is not None
 needs_tshark = pytest.mark.skipif(not HAVE_TSHARK, reason="tshark/editcap not installed")
-needs_traces = pytest.mark.skipif(not FIXTURES, reason="shared traces not available")
+needs_traces = needs(TRACES / "fixtures", TRACES / "pair", *LAB)
 
 # ------------------------------------------------------------------------------------------ oracle
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from _paths import SHARED_TRACES
+from _paths import SHARED_TRACES, needs
 
 from workbench.capture._tshark import read_tshark, tshark_available
 from workbench.capture.schema import PACKETS
@@ -92,6 +92,7 @@ def _compare(path: Path) -> None:
     assert not problems, f"{path}: native and tshark readers disagree\n" + "\n".join(problems)
 
 
+@needs(TRACES / "fixtures", TRACES / "pair")
 @pytest.mark.parametrize("path", SMALL, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_native_equals_tshark(path: Path) -> None:
     _compare(path)
@@ -111,6 +112,7 @@ def test_native_equals_tshark_on_hand_built_packets(tmp_path: Path, kind: str) -
 
 
 @pytest.mark.slow
+@needs(TRACES / "lab")
 @pytest.mark.parametrize("path", LAB, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_native_equals_tshark_lab(path: Path) -> None:
     _compare(path)

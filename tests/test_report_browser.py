@@ -72,7 +72,7 @@ def test_index_and_page_render_every_figure_without_console_errors(served) -> No
 
             page.goto(f"{base}/{ok['page']}", wait_until="load")
             expected = int(page.evaluate("document.body.dataset.figures"))
-            assert expected == ok["figures"] == 7
+            assert expected == ok["figures"] == 8   # 7 comparison figures + the capture views
             page.wait_for_function(
                 "n => Array.from(document.querySelectorAll('.js-plotly-plot'))"
                 ".filter(e => e.querySelector('svg.main-svg')).length === n", arg=expected, timeout=30_000)
@@ -81,6 +81,8 @@ def test_index_and_page_render_every_figure_without_console_errors(served) -> No
                 ".filter(e => e.querySelector('svg.main-svg')).length")
             assert rendered == expected
             assert page.locator("td.best").count() > 0
+            # The tables read without scrolling sideways (issue 15): nothing wider than the window.
+            assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
             page.screenshot(path=str(ARTIFACTS / "report-page.png"), full_page=True)
             assert problems == []
             assert outside == []  # offline: nothing but the report folder was fetched

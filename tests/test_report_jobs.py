@@ -6,12 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
+from _paths import SHARED_TRACES, needs
 
 from workbench.report.jobs import discover, sniff
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
-HSR = Path("/work/shared/traces/hsr-mptcp")
+HSR = SHARED_TRACES / "hsr-mptcp"
 
 
 def test_lab_folder_pairs_client_and_server_and_skips_the_rest() -> None:
@@ -83,7 +83,7 @@ def test_sniff_scenario_timelines_and_rate(tmp_path: Path) -> None:
     assert jobs[0].kind == "rate"
 
 
-@pytest.mark.skipif(not HSR.exists(), reason="shared hsr-mptcp exports not available")
+@needs(HSR)
 def test_csv_exports_grouped_per_connection(tmp_path: Path) -> None:
     files = sorted(HSR.glob("client.1529184872.*.csv")) + sorted(HSR.glob("client.1529184892.*.csv"))
     for f in files:

@@ -1,11 +1,14 @@
 """STMS-C, STMS-A (seed 000), DRePaS (seed 003) and RBP (seed 004) against their papers: the worked
 examples exactly, the headline results in direction with a margin (numbers measured on this engine
-are noted next to each assertion), and a lossy two-path transfer that delivers every byte once.
+are noted next to each assertion; lossy set-ups as the mean over a fixed set of seeds; a result the
+engine does not reproduce is a strict xfail whose reason gives the numbers and the cause), and a lossy
+two-path transfer that delivers every byte once.
 
 Replays here are short versions of the papers' set-ups; the long ones are marked ``slow``."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -101,6 +104,18 @@ class FakeConn:
 
     def window_allows(self, seg: int) -> bool:
         return (seg + 1) * self.mss <= self.wnd_end
+
+    def nth_unsent(self, n: int) -> int:
+        """The n-th (0-based) unsent segment from the head by a plain scan (the engine bisects)."""
+        for i in range(self.head, self.n_segs):
+            if i not in self.sent:
+                if n == 0:
+                    return i
+                n -= 1
+        return self.n_segs
+
+    def seg_at_dsn(self, dsn: int) -> int:
+        return min(-(-dsn // self.mss), self.n_segs)
 
 
 # --------------------------------------------------------------------------- registry
@@ -200,38 +215,65 @@ def _stms_lab(*, rtt_s_ms: int, fast_buf: int = 187_000, slow_buf: int = 1_875_0
                                 loss=1e-4)]
 
 
-@pytest.mark.slow
-def test_stms_buffer_requirement_eq3_below_default_eq1() -> None:
-    """Eq. (3) vs. eq. (1): with a receive buffer of 0.75 × eq. (1) ((B_f + B_s)·RTT_s, 625 kB here; the
-    closed-form test shows minRTT needs all of it), both paths saturated, STMS — whose requirement
-    (B_f + B_s)·(OWD_s + OWD_f) is about 0.55-0.7 × eq. (1) — still gets nearly the full aggregate,
-    the default without opportunistic retransmission does not.
-    Measured: full 23.5 Mbit/s; STMS-C 21.5, STMS-A 21.7, minRTT (with PR) 20.6, minRTT w/o PR 11.1."""
+@functools.cache
+def _eq3_goodput_bps(name: str) -> tuple[float, float]:
+    """(in-order goodput 4-12 s, full payload rate) of the eq. (3) set-up. Lossless, so one run is the
+    whole answer (the seed draws nothing); cached because both variants compare against minRTT w/o PR."""
     fast = PathConfig.constant("fast", rate_bps=20e6, owd_ns=10 * MS, buffer_bytes=100_000)
     slow = PathConfig.constant("slow", rate_bps=5e6, owd_ns=100 * MS, buffer_bytes=200_000)
     eq1 = (20e6 + 5e6) / 8 * 0.200
     cfg = ConnectionConfig(rcv_buf_bytes=int(0.75 * eq1))
-    full = payload_rate(25e6, cfg)
-    g = {}
-    for name in ("stms_c", "stms_a", "minrtt_noor"):
-        r = run_replay([fast, slow], get(name), workload=Bulk(), conn=cfg, duration_ns=12 * S)
-        g[name] = in_order_goodput_bps(r.events, 4 * S, 12 * S)
-    assert g["stms_c"] >= 0.88 * full and g["stms_a"] >= 0.88 * full, (g, full)
-    assert g["minrtt_noor"] <= 0.6 * full, (g, full)
+    r = run_replay([fast, slow], get(name), workload=Bulk(), conn=cfg, duration_ns=12 * S)
+    return in_order_goodput_bps(r.events, 4 * S, 12 * S), payload_rate(25e6, cfg)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", [
+    "stms_a",
+    pytest.param("stms_c", marks=pytest.mark.xfail(strict=True, reason=(
+        "STMS-C gets 16.0 Mbit/s = 0.68 x full (needs 0.88; 0.74 at 1.0 x eq. (1), 0.81 at 1.2 x); STMS-A 22.3, "
+        "minRTT w/o PR 9.3. With cwnd growth as Linux's tcp_is_cwnd_limited the slow subflow's cwnd reaches "
+        "110-142 segments (BDP 88) by 4 s, its 320 ms queue fills in bursts whenever the MPTCP window opens, "
+        "the slow one-way delay swings 140-233 ms per half second (mean 197 ms, srtt_s 308 ms) and STMS-C's "
+        "gap (srtt/2, cwnd_f/srtt_f, recomputed at every slow send) cannot follow it: fast-path data waits in "
+        "the receiver (100-150 kB out of order) and the fast path delivers 13.6 of 20 Mbit/s. The old engine "
+        "held the slow cwnd lower until ~8 s (21.5 Mbit/s), after which it showed the same stalls."))),
+])
+def test_stms_buffer_requirement_eq3_below_default_eq1(variant: str) -> None:
+    """Eq. (3) vs. eq. (1): with a receive buffer of 0.75 × eq. (1) ((B_f + B_s)·RTT_s, 625 kB here; the
+    closed-form test shows minRTT needs all of it), both paths saturated, STMS — whose requirement
+    (B_f + B_s)·(OWD_s + OWD_f) is about 0.55-0.7 × eq. (1) — still gets nearly the full aggregate,
+    the default without opportunistic retransmission does not. Lossless: deterministic, one run each.
+    Measured (engine with Linux's tcp_cwnd_validate; Mbit/s, 4-12 s): full 23.5; STMS-A 22.3,
+    STMS-C 16.0 (xfail, see its reason), minRTT (with PR) 20.5, minRTT w/o PR 9.3.
+    (Before that engine fix: STMS-C 21.5, STMS-A 21.7, minRTT 20.6, minRTT w/o PR 11.1.)"""
+    g, full = _eq3_goodput_bps(variant)
+    g_noor, _ = _eq3_goodput_bps("minrtt_noor")
+    assert g >= 0.88 * full, (variant, g, full)
+    assert g_noor <= 0.6 * full, (g_noor, full)
+
+
+SEEDS = range(1, 9)  # lossy STMS and DRePaS replays: the mean over these 8 seeds, fixed
 
 
 @pytest.mark.slow
 def test_stms_fig10b_ooo_delay_far_below_default_and_ecf() -> None:
     """Fig. 10b: RTT_f 20 ms, slow RTT 100 and 300 ms: STMS-A's mean OOO delay is far below minRTT's
-    (and ECF's when registered; with full send buffers ECF behaves like minRTT, §5).
-    Measured (4 s bulk): RTT_s 100 ms: minRTT 45.7 ms, ECF 45.7, STMS-C 13.9, STMS-A 10.4;
-    RTT_s 300 ms: minRTT 36.1, ECF 36.1, STMS-C 5.4, STMS-A 4.0 (ms)."""
+    (and ECF's when registered; with full send buffers ECF behaves like minRTT, §5). Mean over 8 seeds
+    of 4 s bulk: with 0.01 % loss a single seed is one draw of whether and when a loss halves the
+    slow subflow's cwnd, which sets its queue and so minRTT's OOO delay (RTT_s 100 ms: 7-48 ms per seed,
+    slow srtt 106-177 ms; the old engine spread as much, 6-46 ms).
+    Measured (ms, seeds 1-8): RTT_s 100 ms: minRTT 26.4 30.8 48.2 7.0 34.9 22.6 47.1 47.7 (mean 33.1),
+    ECF the same, STMS-A 14.9 18.4 6.2 5.5 19.5 17.0 14.9 13.6 (mean 13.7);
+    RTT_s 300 ms: minRTT 34.7 34.7 48.1 51.4 34.7 34.7 40.7 46.6 (mean 40.7), ECF the same,
+    STMS-A 4.0 4.0 3.4 16.0 4.0 4.3 3.2 3.9 (mean 5.4)."""
     baselines = ["minrtt"] + (["ecf"] if "ecf" in available() else [])
     for rtt_s in (100, 300):
         mean = {}
         for name in [*baselines, "stms_a"]:
-            r = run_replay(_stms_lab(rtt_s_ms=rtt_s), get(name), workload=Bulk(), duration_ns=4 * S, seed=1)
-            mean[name] = ooo_summary(r.events)["ooo_delay_mean_ms"][0]
+            per_seed = [ooo_summary(run_replay(_stms_lab(rtt_s_ms=rtt_s), get(name), workload=Bulk(), duration_ns=4 * S,
+                                               seed=seed).events)["ooo_delay_mean_ms"][0] for seed in SEEDS]
+            mean[name] = sum(per_seed) / len(per_seed)
         for b in baselines:
             assert mean["stms_a"] <= 0.5 * mean[b], (rtt_s, mean)
 
@@ -241,15 +283,25 @@ def test_stms_fig10b_ooo_delay_far_below_default_and_ecf() -> None:
 def test_stms_table1_fig13a_small_fast_path_buffer(fast_buf: int) -> None:
     """Table 1 / Fig. 13a: with 30-60 kB of buffer on the fast path the default's bursts cost it
     throughput; STMS keeps the fast path ACK-clocked. Receive buffer 2 MB (the MPTCP window must be
-    able to stall for the bursts to appear; with 6 MB nothing stalls in 10 s).
-    Measured (goodput 2-10 s, Mbit/s): 30 kB: minRTT 48.9, STMS-C 52.3, STMS-A 54.3;
-    60 kB: minRTT 50.4, STMS-C 53.8, STMS-A 53.9."""
+    able to stall for the bursts to appear; with 6 MB nothing stalls in 10 s). Mean over 8 seeds: with
+    0.01 % loss one seed decides whether a loss halves the slow subflow's cwnd (then all three get
+    ~43 Mbit/s) or whether minRTT's fast path loses a burst (34-40 Mbit/s); one seed is one draw.
+    Measured (goodput 2-10 s, Mbit/s, seeds 1-8):
+    30 kB: minRTT 34.3 47.2 48.0 43.0 50.4 40.0 50.5 42.4 (mean 44.5), STMS-C 51.2 49.1 51.4 43.0 52.3
+    49.8 52.6 45.4 (mean 49.4, +11.0 %), STMS-A 51.2 49.2 52.3 43.0 52.3 49.9 52.6 51.9 (mean 50.3, +13.1 %);
+    60 kB: minRTT 51.0 48.5 49.8 43.2 50.9 49.9 51.2 43.0 (mean 48.43), STMS-C 51.5 49.1 52.4 43.4 52.4
+    50.2 52.7 51.2 (mean 50.38), STMS-A 51.4 49.0 52.2 43.2 52.3 50.2 52.6 52.2 (mean 50.39): +4.0 %, i.e.
+    just at the margin; most of it is seed 8 (minRTT's slow subflow carries 15.4 MB, STMS's 25.7 MB). At
+    60 kB minRTT's fast path already carries ~27.5 of 30 Mbit/s (the paper's default: 20.8).
+    The old engine's seed 1 alone (30 kB: 48.9 / 52.3 / 54.3, 60 kB: 50.4 / 53.8 / 53.9) was one draw:
+    over seeds 1-8 it gave 30 kB 41.4 / 48.9 / 49.4 and 60 kB 48.6 / 52.4 / 47.9 (STMS-A below minRTT)."""
     cfg = ConnectionConfig(rcv_buf_bytes=2_000_000)
     g = {}
     for name in ("minrtt", "stms_c", "stms_a"):
-        r = run_replay(_stms_lab(rtt_s_ms=200, fast_buf=fast_buf), get(name), workload=Bulk(), conn=cfg,
-                       duration_ns=10 * S, seed=1)
-        g[name] = in_order_goodput_bps(r.events, 2 * S, 10 * S)
+        per_seed = [in_order_goodput_bps(run_replay(_stms_lab(rtt_s_ms=200, fast_buf=fast_buf), get(name),
+                                                    workload=Bulk(), conn=cfg, duration_ns=10 * S,
+                                                    seed=seed).events, 2 * S, 10 * S) for seed in SEEDS]
+        g[name] = sum(per_seed) / len(per_seed)
     assert g["stms_c"] >= 1.04 * g["minrtt"] and g["stms_a"] >= 1.04 * g["minrtt"], g
 
 
@@ -331,30 +383,53 @@ def test_drepas_2g_path_goes_probing_and_comes_back_when_wlan_degrades() -> None
     assert snd.height <= 10 * (1 + (t_back - t_probe) // (3 * S)) + 10
 
 
-@pytest.mark.slow
-def test_drepas_table1_2g_wlan_completion_time_below_default() -> None:
-    """Table I (2G+WLAN, 32 MiB): MPTCP 74.8 s vs. DRePaS 40.4 s; Fig. 8: lower application delay.
-    Here 16 MiB over a lossy WLAN (0.2 %) and a bufferbloated 2G path, Android buffers, decoupled
-    CUBIC, 4 seeds. Measured completion (s): minRTT 42.0, 172.4, 189.3, 220.7 (the 2G path ends up
-    pacing the connection: it carries 0.8-5.2 MB); DRePaS(minRTT) 24.4, 22.3, 70.9, 25.6; mean
-    application delay 1.3-2.3 s vs. 0.16-0.48 s. (With 0.1 % WLAN loss and OLIA the difference is
-    small for 32 MiB: 39.2 vs. 38.5 s, mean application delay 255 vs. 167 ms.)"""
+@functools.cache
+def _drepas_table1_runs() -> dict[str, tuple[list[int], list[float]]]:
+    """Table I's set-up, seeds 1-8: per scheduler (completion times ns, mean application delays ms).
+    16 MiB over a lossy WLAN (0.2 %) and a bufferbloated 2G path, Android buffers, decoupled CUBIC."""
     size = 16 << 20
     wlan = PathConfig(name="wlan", rate_down_bps=StepSeries.constant(10e6), rate_up_bps=StepSeries.constant(10e6),
                       owd_down_ns=StepSeries.constant(25 * MS), owd_up_ns=StepSeries.constant(25 * MS),
                       loss_down=StepSeries.constant(0.002), buffer_down_bytes=60_000, buffer_up_bytes=60_000)
     cfg = ConnectionConfig(send_buf_bytes=1 << 20, rcv_buf_bytes=2 << 20)
-    t: dict[str, list[int]] = {"minrtt": [], "drepas": []}
-    delay: dict[str, list[float]] = {"minrtt": [], "drepas": []}
-    for seed in range(1, 5):
+    out: dict[str, tuple[list[int], list[float]]] = {"minrtt": ([], []), "drepas": ([], [])}
+    for seed in SEEDS:
         for name, sched in (("minrtt", get("minrtt")), ("drepas", DRePaS("minrtt"))):
             r = run_replay([wlan, G2], sched, workload=Finite(size_bytes=size), conn=cfg, seed=seed)
-            assert r.summary["completed"] and r.summary["delivered_bytes"] == size
-            t[name].append(r.summary["completion_ns"])
-            delay[name].append(summarize(r.events)["app_delay_mean_ms"])
+            assert r.summary["completed"] and r.summary["delivered_bytes"] == size, (name, seed, r.summary)
+            out[name][0].append(r.summary["completion_ns"])
+            out[name][1].append(summarize(r.events)["app_delay_mean_ms"])
+    return out
+
+
+@pytest.mark.slow
+def test_drepas_table1_2g_wlan_completion_time_below_default() -> None:
+    """Table I (2G+WLAN, 32 MiB): MPTCP 74.8 s vs. DRePaS 40.4 s; Fig. 8: lower application delay.
+    Here 16 MiB over a lossy WLAN (0.2 %) and a bufferbloated 2G path, Android buffers, decoupled
+    CUBIC, 8 seeds: DRePaS finishes no later on every seed and halves the mean application delay.
+    Measured (s, seeds 1-8): minRTT 39.2 21.5 27.5 21.6 27.2 31.5 39.5 24.6 (mean 29.1; the 2G path
+    carries 0.45-1.2 MB, srtt 1.0-1.5 s); DRePaS(minRTT) 22.2 20.3 22.9 20.6 22.1 22.8 25.0 19.5 (mean 21.9);
+    mean application delay 745-1476 ms vs. 153-190 ms. (The old engine, seeds 1-4: minRTT 42.0 172.4
+    189.3 220.7 s — its WLAN cwnd froze at 1-2 segments after an RTO (seed 2: for 154 s), the bug
+    the tcp_cwnd_validate change fixed; DRePaS 24.4 22.3 70.9 25.6 s. With 0.1 % WLAN loss and OLIA
+    the difference is small for 32 MiB: 39.2 vs. 38.5 s, mean application delay 255 vs. 167 ms.)"""
+    runs = _drepas_table1_runs()
+    t, delay = {k: v[0] for k, v in runs.items()}, {k: v[1] for k, v in runs.items()}
     assert all(d <= m for d, m in zip(t["drepas"], t["minrtt"], strict=True)), t
-    assert sum(t["drepas"]) <= 0.6 * sum(t["minrtt"]), t
     assert sum(delay["drepas"]) <= 0.5 * sum(delay["minrtt"]), delay
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "the paper's magnitude (DRePaS <= 0.6 x MPTCP's completion time; Table I: 40.4 vs 74.8 s) does not "
+    "hold: mean over seeds 1-8 21.9 vs 29.1 s = 0.75 (DRePaS is faster on every seed, by 1-17 s). The old "
+    "engine's 0.23 (seeds 1-4) came from minRTT runs whose WLAN cwnd froze at 1-2 segments after an RTO "
+    "(172-221 s completions; seed 2: cwnd <= 2 for 90 % of the run, one stretch of 154 s); with Linux's "
+    "tcp_cwnd_validate minRTT recovers, and what the 2G path still costs it is HOL blocking behind a 1-1.5 s srtt."))
+def test_drepas_table1_completion_time_below_0_6_of_default() -> None:
+    """Table I's size of the gain: DRePaS completes in at most 0.6 × minRTT's time (sum over seeds)."""
+    t = {k: v[0] for k, v in _drepas_table1_runs().items()}
+    assert sum(t["drepas"]) <= 0.6 * sum(t["minrtt"]), t
 
 
 # --------------------------------------------------------------------------- RBP
@@ -405,23 +480,37 @@ def _data_ack_goodput_bps(r: ReplayResult, t0_ns: int, t1_ns: int) -> float:
     return (a1 - a0) * 8e9 / (t1_ns - t0_ns)
 
 
+_RBP_CAUSE = ("The old engine's RBP gain was minRTT runs whose subflow cwnd froze at 1-2 segments after an RTO "
+              "(old, seeds 0-3: {old}); with Linux's tcp_cwnd_validate no minRTT run collapses")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("owd0_ms", [10, 50])
+@pytest.mark.parametrize("owd0_ms", [
+    pytest.param(10, marks=pytest.mark.xfail(strict=True, reason=(
+        "RBP +1.4 % over minRTT (mean of seeds 0-7: 8.56 vs 8.44 Mbit/s; per seed -4.6 % to +9.3 %, better "
+        "in 5 of 8), not the +3 % asked. " + _RBP_CAUSE.format(
+            old="8.03 vs 7.47, +7.5 %, all of it seed 2, where sf1's cwnd stayed <= 2 for 7.9 s")))),
+    pytest.param(50, marks=pytest.mark.xfail(strict=True, reason=(
+        "RBP -3.7 % vs minRTT (mean of seeds 0-7: 6.76 vs 7.02 Mbit/s; better in 2 of 8). " + _RBP_CAUSE.format(
+            old="6.22 vs 5.53, +12.5 %, from seeds 1 and 2, where sf0's cwnd stayed <= 2 for 12-13 s")))),
+])
 def test_rbp_fig4_lossy_heterogeneous_goodput_above_default(owd0_ms: int) -> None:
     """Fig. 4 / Table 1: subflow0 5 Mbit/s with 10-50 ms path delay, subflow1 10 Mbit/s, 50 ms, 0.1 %
-    loss on both, MSS 1400, Reno, shared receive buffer 2 × 65536 B; mean of 4 seeds of 15 s (paper:
+    loss on both, MSS 1400, Reno, shared receive buffer 2 × 65536 B; mean of 8 seeds of 15 s (paper:
     50 runs, up to +20 %). "Default" = minRTT (out-of-tree default with PR).
-    Measured (Mbit/s, 2-15 s): 10 ms: minRTT 7.47, RBP 8.03 (+7.5 %); 30 ms: 7.20 vs 7.48 (+3.9 %);
-    50 ms: 5.53 vs 6.22 (+12.5 %). RBP's gain is mostly robustness: no seed collapses (minRTT's
-    worst seeds 5.4 and 4.6 Mbit/s). With 20/60 kB path buffers instead of 50/100 kB the sign holds
-    only at 10 ms (+6 %); at 20-50 ms RBP was 2-11 % below minRTT."""
+    Measured (Mbit/s, 2-15 s, seeds 0-7): 10 ms: minRTT 8.82 8.56 8.75 8.72 8.74 7.63 8.88 7.44 (mean 8.44),
+    RBP 8.42 8.92 8.54 8.90 8.45 7.81 9.71 7.72 (mean 8.56, +1.4 %); 50 ms: minRTT 6.91 7.24 7.22 7.34 7.12
+    6.42 7.66 6.26 (mean 7.02), RBP 7.12 7.03 7.33 6.92 7.03 5.90 6.93 5.83 (mean 6.76, -3.7 %).
+    Neither reaches +3 %: strict xfail (see the reasons). Before the tcp_cwnd_validate fix (seeds 0-3)
+    RBP looked +7.5 % and +12.5 % better only because minRTT's subflow cwnd froze after an RTO in some
+    seeds (5.4 and 4.6 Mbit/s runs); over seeds 0-7 the old engine gave +1.6 % and +5.5 %."""
     cfg = ConnectionConfig(rcv_buf_bytes=2 * 65536, mss_bytes=1400, cc="reno")
     p0 = PathConfig.constant("sf0", rate_bps=5e6, owd_ns=owd0_ms * MS, buffer_bytes=50_000, loss=0.001)
     p1 = PathConfig.constant("sf1", rate_bps=10e6, owd_ns=50 * MS, buffer_bytes=100_000, loss=0.001)
     g = {}
     for name in ("minrtt", "rbp"):
         runs = [run_replay([p0, p1], get(name), workload=Bulk(), conn=cfg, duration_ns=15 * S, seed=seed)
-                for seed in range(4)]
+                for seed in range(8)]
         g[name] = sum(_data_ack_goodput_bps(r, 2 * S, 15 * S) for r in runs) / len(runs)
     assert g["rbp"] >= 1.03 * g["minrtt"], g
 

@@ -75,8 +75,13 @@ def test_lower_bound_buffer() -> None:
     tl = PathTimeline.constant("x", capacity_down_bps=1e6, owd_down_ns=1, buffer_bytes=20_000, src="estimated",
                                buffer_is_lower_bound=True)
     assert fill_unknown(tl).buffer_down_bytes == DEFAULT_BUFFER_BYTES
+    # A lower bound is never replayed as the buffer itself (issue 14): room above it, and said so.
     big = tl.replace(buffer_down_bytes=500_000, buffer_up_bytes=500_000)
-    assert fill_unknown(big).buffer_down_bytes == 500_000
+    filled = fill_unknown(big)
+    assert filled.buffer_down_bytes > 500_000
+    assert filled.buffer_down_src == "assumed"
+    said = [c for c in filled.caveats if c.quantity == "buffer_down_bytes" and c.kind == "assumed"]
+    assert said and f"{filled.buffer_down_bytes} B" in said[0].message and ">= 500000 B" in said[0].message
 
 
 def test_ping_needs_capacity() -> None:

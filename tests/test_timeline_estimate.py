@@ -225,7 +225,9 @@ def test_unsaturated_bins_are_max_filtered(busy: Synth) -> None:
     bins = estimate_bins(busy.events).filter(pl.col("path") == "wifi")
     light = bins.filter(~pl.col("saturated") & (pl.col("delivered_bytes") > 0))
     assert light.height > 10
-    assert set(light["capacity_src"].to_list()) == {"estimated"}
+    # Not filled: known from dispersion or only as a lower bound (a paced sender's spacing is not taken
+    # for the bottleneck's: the lower bound from saturated neighbours overrules it).
+    assert set(light["capacity_src"].to_list()) <= {"lower_bound", "dispersion"}
     # The max-filter reaches back into saturated neighbours: never below what the bin delivered.
     assert (light["capacity_bps"] >= light["delivery_bps"] - 1).all()
     # Bins in the light phase deliver about half the capacity and are not saturated.
@@ -299,16 +301,20 @@ def test_receiver_side_ts_echo() -> None:
 
 
 def test_receiver_side_without_timestamps(busy: Synth) -> None:
-    # Nothing to time at a receiver without TCP timestamps: delay and buffer stay unknown, capacity is
-    # only a lower bound (max-filter), and the notes say so.
+    # A receiver without TCP timestamps (and no handshake in the events): the delay comes from the ACK
+    # clock of the flights (median RTT), the buffer stays unknown, capacity is never above the path's,
+    # and the caveats say where the delay came from.
     ev = only(busy.events, "client").with_columns(ts_val=pl.lit(None, pl.UInt32), ts_ecr=pl.lit(None, pl.UInt32))
     tl = estimate_timelines(ev)["wifi"]
     s = tl.steps
-    assert s["owd_down_ns"].null_count() == s.height and s["owd_up_ns"].null_count() == s.height
+    rtt = 25 * MS + TX_NS
+    assert abs(s["owd_down_ns"].median() - rtt / 2) < 1 * MS
+    assert set(s["owd_down_ns_src"].to_list()) == {"estimated"}
     assert tl.buffer_down_bytes is None and not tl.buffer_is_lower_bound
-    assert set(s["capacity_down_bps_src"].to_list()) == {"estimated"}
+    assert set(s["capacity_down_bps_src"].to_list()) <= {"lower_bound", "dispersion", "estimated"}
     assert s["capacity_down_bps"].max() <= CAP * 1.01
-    assert any("no delay samples" in n for n in tl.notes)
+    kinds = {c.kind for c in tl.caveats}
+    assert {"delay_handshake", "single_vantage"} <= kinds
 
 
 def test_primary_path_first_and_two_paths() -> None:

@@ -1,4 +1,4 @@
-"""Importers on every real file of ../shared/traces/timelines (and the lab's rate CSVs), checked
+"""Importers on every real file of the shared traces' timelines/ (docs/DATA.md) (and the lab's rate CSVs), checked
 against what the files themselves say: line counts, byte sums, column values, ping statistics."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from _paths import SHARED_TRACES
+from _paths import SHARED_TRACES, needs
 
 from workbench.errors import InputError
 from workbench.timeline import (
@@ -28,7 +28,7 @@ from workbench.timeline.importers import parse_rate_unit, parse_time_unit
 
 SHARED = SHARED_TRACES
 TL = SHARED / "timelines"
-pytestmark = pytest.mark.skipif(not TL.is_dir(), reason="shared timelines not available")
+pytestmark = needs(TL, SHARED / "lab")
 
 MAHIMAHI = sorted(p for p in (TL / "mahimahi").glob("*") if p.suffix in (".up", ".down"))
 OBOE = sorted((TL / "oboe").glob("*.txt"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from _paths import SHARED_TRACES
+from _paths import SHARED_TRACES, needs
 
 from workbench.capture import _tshark
 from workbench.capture._tshark import read_tshark, tshark_available
@@ -33,6 +33,7 @@ def row(path: Path, frame: int) -> dict:
     return df.row(0, named=True)
 
 
+@needs(TRACES / "fixtures", TRACES / "pair")
 @pytest.mark.parametrize("path", FIXTURES + PAIR, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_reads_with_exact_schema(path: Path) -> None:
     df = read_tshark(path)

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _paths import SHARED_TRACES, require
 
 from workbench.tune import TuneSettings, run_tuning
 from workbench.tune.inputs import load_inputs
 from workbench.tune.objective import run_input
 
-LAB = Path(__file__).resolve().parents[2] / "shared" / "traces" / "lab"
+LAB = SHARED_TRACES / "lab"
+require(LAB / "c01", LAB / "c07")
 
 
 def _rtt_ms(path: object) -> float:

@@ -170,6 +170,11 @@ def timeline(
     html: Annotated[Path | None, typer.Option(help="also write an interactive figure (self-contained HTML)")] = None,
     path: Annotated[list[str] | None, typer.Option("--path", help="name a path by its client address: ADDR=NAME")] = None,
     kind: Annotated[str, typer.Option(help="what rate files hold: capacity | throughput")] = "capacity",
+    t_unit: Annotated[str | None, typer.Option(
+        help="time unit of rate files whose header does not say: s | ms | us | ns")] = None,
+    rate_unit: Annotated[str | None, typer.Option(
+        help="rate unit of rate files whose header does not say: bit/s | kbit/s | Mbit/s | Gbit/s | B/s | kB/s | MB/s")]
+    = None,
 ) -> None:
     """Path timelines (capacity, one-way delay, loss, buffer per path) from captures or trace files."""
     from workbench._files import write_atomic
@@ -181,7 +186,8 @@ def timeline(
     if output.suffix.lower() not in (".parquet", ".csv", ".json"):
         raise InputError(output, "the output must end in .parquet, .csv or .json")
     tls = open_timelines(inputs, peer=peer, bin_ns=parse_duration_ns(bin),
-                         path_names=parse_path_names(path or []), kind=kind)  # type: ignore[arg-type]
+                         path_names=parse_path_names(path or []), kind=kind,  # type: ignore[arg-type]
+                         t_unit=t_unit, rate_unit=rate_unit)
     save_timelines(tls, output)
     if html is not None:
         from workbench.timeline import timeline_figure
@@ -194,8 +200,8 @@ def timeline(
 def _print_timelines(tls: Any) -> None:
     t = Table(title="Paths", title_justify="left")
     for col in ("path", "kind", "duration s", "capacity down Mbit/s", "OWD down ms", "OWD up ms", "loss down",
-                "buffer down B", "source"):
-        t.add_column(col, justify="left" if col in ("path", "kind", "source") else "right")
+                "buffer down B", "source", "caveats"):
+        t.add_column(col, justify="left" if col in ("path", "kind", "source", "caveats") else "right")
     for name, tl in tls.items():
         cap = tl.mean("capacity_down_bps")
         owd_d, owd_u = tl.mean("owd_down_ns"), tl.mean("owd_up_ns")
@@ -203,8 +209,11 @@ def _print_timelines(tls: Any) -> None:
         t.add_row(name, tl.kind, _fmt(tl.duration_ns / 1e9 if tl.duration_ns else None, 1),
                   _fmt(cap / 1e6 if cap is not None else None), _fmt(owd_d / 1e6 if owd_d is not None else None),
                   _fmt(owd_u / 1e6 if owd_u is not None else None), _fmt(loss, 4),
-                  _fmt(tl.buffer_down_bytes), tl.source[:60])
+                  _fmt(tl.buffer_down_bytes) + (" (≥)" if tl.buffer_is_lower_bound else ""), tl.source[:60],
+                  ", ".join(dict.fromkeys(c.kind for c in getattr(tl, "caveats", ()))))
     out.print(t)
+    for c in getattr(tls, "caveats", []):
+        out.print(f"[yellow]caveat:[/] {c}", highlight=False)
 
 
 @app.command()
@@ -222,26 +231,42 @@ def compare(
     """Estimate a capture's path timelines, replay them with its scheduler, compare observed vs replayed."""
     from workbench.capture import load, parse_path_names
     from workbench.compare import compare_capture
+    from workbench.timeline.open import capture_source
 
-    cap = load(file, peer=peer, path_names=parse_path_names(path or []))
+    # A CSV export brings its partner subflows' files, as `timeline` does.
+    cap = load(capture_source(file), peer=peer, path_names=parse_path_names(path or []))
     r = compare_capture(cap, scheduler=scheduler, conn=connection, cc=cc, seed=seed)
     if as_json:
         doc = {"source": r.source, "scheduler": r.scheduler, "settings": r.settings,
-               "rows": r.table.to_dicts(), "warnings": cap.warnings + r.warnings}
+               "rows": [row | {"warnings": r.warnings_for(row["metric"])} for row in r.table.to_dicts()],
+               "warnings": [str(w) for w in r.warnings], "caveats": [w.to_dict() for w in r.warnings]}
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
     t = Table(title=f"{r.source}: observed vs replayed ({r.scheduler})", title_justify="left")
-    for col in ("metric", "observed", "replayed", "difference"):
-        t.add_column(col, justify="left" if col == "metric" else "right")
+    for col in ("metric", "observed", "replayed", "difference", "see warnings"):
+        t.add_column(col, justify="left" if col in ("metric", "see warnings") else "right")
     for row in r.table.iter_rows(named=True):
         diff = row["error"]
         shown = "–" if diff is None else (f"{100 * diff:+.1f}%" if row["error_kind"] == "rel" else f"{100 * diff:+.2f} pt")
-        t.add_row(row["metric"], _fmt(row["observed"], 3), _fmt(row["replayed"], 3), shown)
+        t.add_row(row["metric"], _fmt(row["observed"], 3), _fmt(row["replayed"], 3), shown,
+                  _ranges(r.warnings_for(row["metric"])))
     out.print(t)
-    for w in cap.warnings + r.warnings:
-        out.print(f"[yellow]warning:[/] {w}", highlight=False)
+    for i, w in enumerate(r.warnings, start=1):
+        out.print(f"[yellow]warning {i}:[/] {w}", highlight=False)
 
 
+def _ranges(ix: list[int]) -> str:
+    """[1, 2, 3, 5] -> "1-3, 5" (which numbered warnings bear on a row)."""
+    parts: list[str] = []
+    for i in ix:
+        if parts and parts[-1].split("-")[-1] == str(i - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{i}"
+        else:
+            parts.append(str(i))
+    return ", ".join(parts)
+
+
+from workbench.backends._kernel.cli import lab_command  # noqa: E402  (the kernel backend)
 from workbench.cli_replay import replay_command, schedulers_command  # noqa: E402  (needs the helpers above)
 from workbench.report.cli import report_command  # noqa: E402
 from workbench.tune.cli import tune_command  # noqa: E402
@@ -252,6 +277,7 @@ app.command("schedulers")(schedulers_command)
 app.command("report")(_user_errors(report_command))
 app.command("tune")(_user_errors(tune_command))
 app.command("ui")(ui_command)
+app.command("lab")(_user_errors(lab_command))
 
 
 def main() -> None:

@@ -97,7 +97,7 @@ def _input_kind(path: Path) -> str:
 
 def _plan(scenario: Path, scheduler: str | None, params: list[str], workload: str | None, seed: int | None,
           duration: str | None, *, stack: str | None = None, direction: str | None = None,
-          timeline_defaults: dict[str, Any] | None = None) -> _Plan:
+          timeline_defaults: dict[str, Any] | None = None, allow_outside: bool = False) -> _Plan:
     """``timeline_defaults``: `workbench.timeline.to_path_configs` fill values for saved timelines
     that lack a quantity (default_owd_ns, default_capacity_bps, default_buffer_bytes)."""
     from workbench.cli import parse_duration_ns
@@ -122,7 +122,7 @@ def _plan(scenario: Path, scheduler: str | None, params: list[str], workload: st
     if kind == "scenario":
         from workbench.scenario import load_scenario
 
-        sc = load_scenario(scenario)
+        sc = load_scenario(scenario, allow_outside=allow_outside)
         if sc.scheduler is None and spec is None:
             raise InputError(scenario, "names no scheduler; give --scheduler NAME")
         if stack is not None:
@@ -263,6 +263,8 @@ def replay_command(
         help="saved timelines without a capacity: capacity to assume (Mbit/s), shown as assumed")] = None,
     default_buffer_bytes: Annotated[int | None, typer.Option(
         help="saved timelines without a buffer: bottleneck buffer to assume (bytes)")] = None,
+    allow_outside_refs: Annotated[bool, typer.Option(
+        "--allow-outside-refs", help="let the scenario refer to files outside its folder (../, absolute paths)")] = False,
 ) -> None:
     """Replay a scenario or saved timelines with one scheduler: metrics table, optional parquet/pcap."""
     from workbench.metrics import summarize
@@ -282,7 +284,7 @@ def replay_command(
     if default_buffer_bytes is not None:
         defaults["default_buffer_bytes"] = default_buffer_bytes
     plan = _plan(scenario, scheduler, param or [], workload, seed, duration, stack=stack, direction=direction,
-                 timeline_defaults=defaults)
+                 timeline_defaults=defaults, allow_outside=allow_outside_refs)
     from workbench.backends import get_backend
 
     result = get_backend(backend).run(plan.experiment)

@@ -5,6 +5,13 @@ Everything the replay needs that is not a path property is read off the capture 
 data (a finite transfer of the bytes delivered), the segment size and header overhead, and how long
 the client waited before opening its extra subflows (the upstream path manager does not join at once,
 and a late join shifts bytes to the first path).
+
+What limits the comparison travels with it: ``CompareResult.warnings`` is a list of
+`workbench.timeline.Caveat` (``path``, ``quantity``, ``kind``, ``message``; ``str()`` gives one line):
+what the capture and the backend said (kind "capture" / "backend", path ""), every caveat of the
+estimated timelines (one vantage point, delay from the handshake, outages, lower bounds, loss
+bursts, subflows missing from the capture) and every value the replay had to assume ("assumed").
+`CompareResult.warnings_for(metric)` says which of them bear on one row of the table.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ from workbench.capture import Capture
 from workbench.errors import InputError
 from workbench.metrics import summarize
 from workbench.metrics.throughput import path_stats
+from workbench.timeline.model import Caveat
 
-__all__ = ["CompareResult", "compare_capture", "replay_settings"]
+__all__ = ["CompareResult", "compare_capture", "finished_transfer", "replay_settings"]
 
 # Metrics put side by side, and how to judge the difference: relative (rates, delays) or absolute
 # (shares, in fraction points).
@@ -39,7 +47,31 @@ class CompareResult:
     settings: dict[str, Any] = field(default_factory=dict)
     timelines: Any = None                     # the estimated Timelines that were replayed
     replay: Any = None                        # the ReplayResult
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Caveat] = field(default_factory=list)  # each tied to a path ("" = all) and a quantity
+
+    def warnings_for(self, metric: str) -> list[int]:
+        """1-based indexes into ``warnings`` of those bearing on one table row: a path's rows
+        (``share_<path>``, ``rtt_p50_ms_<path>``) get that path's and the session's, the others all."""
+        paths = {w.path for w in self.warnings if w.path}
+        if self.timelines is not None:
+            paths |= set(self.timelines)
+        path = next((p for p in sorted(paths, key=len, reverse=True) if metric.endswith(f"_{p}")), None)
+        return [i + 1 for i, w in enumerate(self.warnings) if path is None or w.path in ("", path)]
+
+
+def finished_transfer(events: pl.DataFrame, summary: dict[str, Any]) -> bool:
+    """True when the capture shows a finished transfer: everything delivered, and the sender said it
+    was done — a DATA_FIN, or (exports that cannot show DSS flags) a TCP FIN from the data sender on a
+    subflow that carried data."""
+    data_dir = summary.get("data_dir")
+    if not summary.get("delivered_bytes") or summary.get("undelivered_bytes"):
+        return False
+    mine = events.filter(pl.col("dir") == data_dir)
+    if mine.filter(pl.col("data_fin").fill_null(False)).height:
+        return True
+    carrying = mine.filter(pl.col("payload_bytes") > 0).select("conn", "subflow").unique()
+    fin = mine.filter((pl.col("flags").cast(pl.Int64) & 0x001) != 0).join(carrying, on=["conn", "subflow"])
+    return fin.height > 0
 
 
 def replay_settings(cap: Capture, conn: int) -> dict[str, Any]:
@@ -95,8 +127,17 @@ def compare_capture(
                                        "error": pl.Float64, "error_kind": pl.String}, orient="row")
     return CompareResult(source=cap.source, scheduler=spec.name, table=table, observed=observed, replayed=replayed,
                          settings=settings, timelines=tls, replay=result,
-                         warnings=[*cs.warnings, *result.warnings,
-                                   *(n for tl in tls.values() for n in tl.notes if "assum" in n)])
+                         warnings=_caveats(tls, [*cap.warnings, *cs.warnings], result.warnings))
+
+
+def _caveats(tls: Any, capture_warnings: Any, backend_warnings: Any) -> list[Caveat]:
+    from workbench.timeline import fill_unknown
+
+    out = [Caveat("", "capture", "capture", str(w)) for w in capture_warnings]
+    out += [Caveat("", "replay", "backend", str(w)) for w in backend_warnings]
+    for tl in tls.values():
+        out += fill_unknown(tl).caveats  # the estimate's own caveats and what the replay assumes
+    return list(dict.fromkeys(out))
 
 
 def _shares(events: pl.DataFrame) -> dict[str, float]:

@@ -64,19 +64,23 @@ from workbench._backend_conformance import (
     backend_conformance_cases,
     check_backend,
 )
+from workbench._cc_conformance import CC_CHECKS, StubSubflow, check_congestion_control
 from workbench.replay import ConnectionConfig, Finite, PathConfig, StepSeries, run_replay
 from workbench.replay.run import ReplayResult
 from workbench.schedulers.base import ConnView, Decision, Layer, Scheduler, SubflowView
 
 __all__ = [
     "BACKEND_CHECKS",
+    "CC_CHECKS",
     "CHECKS",
     "BackendCase",
     "ConformanceCase",
     "SchedulerLike",
+    "StubSubflow",
     "assert_conforms",
     "backend_conformance_cases",
     "check_backend",
+    "check_congestion_control",
     "check_scheduler",
     "declares_queueing_beyond_cwnd",
     "scheduler_conformance_cases",

@@ -1,5 +1,5 @@
 """Reader for tshark CSV exports of the kind measurement studies publish (e.g. the high-speed-rail
-MPTCP study, ``traces/hsr-mptcp``): one CSV per subflow, both directions, made with
+MPTCP study, ``hsr-mptcp`` in docs/DATA.md): one CSV per subflow, both directions, made with
 ``tshark -T fields -E header=y -E separator=, -e frame.time_epoch -e ip.src ... -e
 tcp.options.mptcp.rawdataseqno``.
 
@@ -175,7 +175,7 @@ def read_csv_export(path: str | Path) -> pl.DataFrame:
         seq_col: parsed["seq"].is_null(),
         ack_col: parsed["ack"].is_null(),
         "tcp.len": parsed["payload_len"].is_null(),
-        "tcp.flags": parsed["flags"].is_null() | (parsed["flags"] > 0xFFF),
+        "tcp.flags": parsed["flags"].is_null() | (parsed["flags"] > 0xFFF) | (parsed["flags"] < 0),  # "0x-1" parses
     }
     for name, out in (("tcp.options.mptcp.rawdataseqno", "dss_dsn"),
                       ("tcp.options.mptcp.rawdataack", "dss_data_ack")):

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from workbench.capture._analyze import Analysis, analyze
+from workbench.capture._memory import check_fits
 from workbench.capture._pair import merge_pair
 from workbench.capture._read import read_packets
 from workbench.capture.schema import PACKETS
@@ -87,6 +88,9 @@ def load(
     """Load a capture (pcap/pcapng, or a list of one connection's per-subflow tshark CSV exports),
     optionally with `peer`, a capture of the same session taken at the other end."""
     path_names = path_names or {}
+    # Refused before anything is read when the machine could not hold the analysis.
+    inputs = [Path(source)] if isinstance(source, (str, Path)) else [Path(p) for p in source]
+    check_fits(inputs + ([Path(peer)] if peer is not None else []))
     if isinstance(source, (str, Path)):
         src_path = Path(source)
         packets, used, digest, notes = _read_one(src_path, reader, use_cache)

@@ -189,8 +189,14 @@ def assign_connections(
         found = by_token.get(f["join_token"]) if f["join_token"] is not None else None
         if found is None:
             c = new_conn("mptcp")
-            c.warnings.append(f"MP_JOIN to unknown token {f['join_token']:#010x}: its connection's "
-                              "MP_CAPABLE handshake is not in the capture")
+            if f["join_token"] is None:
+                # A SYN whose MP_JOIN has another form's length (16: the SYN/ACK's) carries no token:
+                # damaged or non-conforming, so the subflow stands alone and the user is told.
+                c.warnings.append("MP_JOIN on a SYN without a token (malformed option): the subflow "
+                                  "cannot be matched to its connection")
+            else:
+                c.warnings.append(f"MP_JOIN to unknown token {f['join_token']:#010x}: its connection's "
+                                  "MP_CAPABLE handshake is not in the capture")
             add_subflow(c, f, join=True, server_initiated=False)
             continue
         c, token_is_server = found

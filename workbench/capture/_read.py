@@ -2,12 +2,14 @@
 
 pcap/pcapng go to the native reader; link types it does not know go to tshark; tshark CSV exports go
 to the CSV reader. Parsed tables are cached as parquet keyed by the file's content hash and the
-reader version, so a second look at the same capture costs a parquet read.
+reader version, so a second look at the same capture costs a parquet read. Each cache entry carries
+the SHA-256 of its table: a corrupt entry is detected, deleted and rebuilt, never trusted.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,31 +109,74 @@ def read_packets(path: str | Path, *, reader: str = "auto", use_cache: bool = Tr
     kind = _sniff(p)
     digest = content_hash(p)
     cached = cache_dir() / f"{digest[:32]}-{kind}-{reader}-v{READER_VERSION}.parquet"
-    if use_cache and cached.is_file():
-        try:
-            df = pl.read_parquet(cached)
-            notes_file = cached.with_suffix(".notes")
-            notes = notes_file.read_text().splitlines() if notes_file.is_file() else []
-            used = notes.pop(0) if notes else reader
+    if use_cache:
+        hit = _read_cached(cached)
+        if hit is not None:
+            df, used, notes = hit
             return ReadResult(df, used, digest, from_cache=True, notes=notes)
-        except Exception:  # a corrupt cache entry is rebuilt, never trusted
-            cached.unlink(missing_ok=True)
     df, used, notes = _read_uncached(p, kind, reader)
     if list(df.schema.items()) != list(PACKETS.items()):
         raise AssertionError(f"reader {used} returned a table that does not follow the PACKETS schema")
     if use_cache:
-        _write_atomic(cached, df, [used, *notes])
+        _write_cached(cached, df, used, notes)
     return ReadResult(df, used, digest, notes=notes)
 
 
-def _write_atomic(target: Path, df: pl.DataFrame, notes: list[str]) -> None:
-    """Cache entry: the notes first, then the table, each written atomically."""
-    import io
+# A cache entry is two files: the table (parquet) and beside it ``.meta.json`` with the reader used,
+# its notes and the SHA-256 of the table's bytes. The meta file is written last, so it is the commit
+# point; an entry is used only when the table's bytes match its checksum and it follows the PACKETS
+# schema. Anything else (a torn write, a flipped bit that parquet itself would not notice, a table
+# from another entry, a meta file of an older format) is deleted and rebuilt, never trusted.
+_META_FORMAT = 1
+
+
+def _meta_path(table: Path) -> Path:
+    return table.with_suffix(".meta.json")
+
+
+def _read_cached(table: Path) -> tuple[pl.DataFrame, str, list[str]] | None:
+    import json
+
+    meta_file = _meta_path(table)
+    try:
+        raw = table.read_bytes()
+        meta = json.loads(meta_file.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        _drop_cached(table)
+        return None
+    try:
+        ok = (isinstance(meta, dict) and meta.get("format") == _META_FORMAT
+              and meta.get("sha256") == hashlib.sha256(raw).hexdigest())
+        if not ok:
+            _drop_cached(table)
+            return None
+        df = pl.read_parquet(io.BytesIO(raw))
+        if list(df.schema.items()) != list(PACKETS.items()):
+            _drop_cached(table)
+            return None
+        return df, str(meta["reader"]), [str(n) for n in meta["notes"]]
+    except Exception:  # a checksum-valid entry that still does not read: rebuilt, never trusted
+        _drop_cached(table)
+        return None
+
+
+def _drop_cached(table: Path) -> None:
+    for f in (table, _meta_path(table), table.with_suffix(".notes")):
+        f.unlink(missing_ok=True)
+
+
+def _write_cached(target: Path, df: pl.DataFrame, reader: str, notes: list[str]) -> None:
+    """Cache entry: the table, then its meta file with the table's checksum, each written atomically."""
+    import json
 
     try:
         buf = io.BytesIO()
         df.write_parquet(buf)
-        write_atomic(target.with_suffix(".notes"), "\n".join(notes))
-        write_atomic(target, buf.getvalue())
+        raw = buf.getvalue()
+        write_atomic(target, raw)
+        meta = {"format": _META_FORMAT, "reader": reader, "notes": notes, "sha256": hashlib.sha256(raw).hexdigest()}
+        write_atomic(_meta_path(target), json.dumps(meta))
     except OSError:
         pass  # caching is an optimisation: a read-only home must not break analysis

@@ -1,5 +1,5 @@
 """Metrics: pure functions over PacketEvents (and optionally Samples), the same for captures and
-replays. Definitions follow the seed papers (DESIGN.md "Metrics"):
+replays. Definitions follow the seed papers (docs/ARCHITECTURE.md "Metrics"; papers: docs/MODEL.md):
 
 * `ooo`: MPTCP-level out-of-order delay per segment (STMS §5.1.1) and the receive OOO queue (OTIAS
   Fig. 5);

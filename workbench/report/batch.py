@@ -278,15 +278,25 @@ def _write_page(out_dir: Path, result: dict[str, Any]) -> str | None:
     return name
 
 
-def _metrics_table(results: list[dict[str, Any]]) -> Any:
+def _per_input(results: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], list[str] | None]]:
     import polars as pl
 
-    frames = [pl.read_parquet(io.BytesIO(r["metrics_parquet"])) for r in results if r.get("metrics_parquet")]
-    if not frames:
-        return pl.DataFrame(schema={c: pl.String for c in _FIXED_COLUMNS})
-    table = pl.concat(frames, how="diagonal_relaxed")
-    rest = [c for c in table.columns if c not in _FIXED_COLUMNS]
-    return table.select([c for c in _FIXED_COLUMNS if c in table.columns] + rest)
+    return [(pl.read_parquet(io.BytesIO(r["metrics_parquet"])).to_dicts(), r.get("paths"))
+            for r in results if r.get("metrics_parquet")]
+
+
+def _metrics_table(results: list[dict[str, Any]]) -> Any:
+    """The tidy table (`workbench.report.tidy`): one row per input x source x path x metric."""
+    from workbench.report.tidy import tidy_metrics
+
+    return tidy_metrics(_per_input(results))
+
+
+def _metrics_wide(results: list[dict[str, Any]]) -> Any:
+    """One row per input x source, per-path columns by the path's place (path1 = primary)."""
+    from workbench.report.tidy import wide_metrics
+
+    return wide_metrics(_per_input(results))
 
 
 def _index_row(result: dict[str, Any]) -> dict[str, Any]:
@@ -295,23 +305,28 @@ def _index_row(result: dict[str, Any]) -> dict[str, Any]:
     from workbench.report.figures import winners
 
     row = {k: result.get(k) for k in ("id", "label", "kind", "status", "error", "note", "page")}
+    row["finite"] = result.get("finite")
     if result.get("metrics_parquet"):
         rows = pl.read_parquet(io.BytesIO(result["metrics_parquet"])).to_dicts()
         obs = next((r for r in rows if r["source"] == "observed"), None)
         if obs:
             row["observed_goodput_mbps"] = obs.get("goodput_mbps")
             row["observed_ooo_p95_ms"] = obs.get("ooo_p95_ms")
-        best = winners(rows, "goodput_mbps", "higher")
+        finite = result.get("finite")
+        best = winners(rows, "goodput_mbps", "higher", finite=finite)
         if best:
             b = next(r for r in rows if r["source"] == best[0])
             row["best_scheduler"] = " = ".join(best)
             row["best_goodput_mbps"] = b.get("goodput_mbps")
             row["best_ooo_p95_ms"] = b.get("ooo_p95_ms")
-        row["best_ooo_scheduler"] = " = ".join(winners(rows, "ooo_p95_ms", "lower")) or None
+        row["best_ooo_scheduler"] = " = ".join(winners(rows, "ooo_p95_ms", "lower", finite=finite)) or None
     return row
 
 
 def _wins(results: list[dict[str, Any]], schedulers: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Per summary metric, on how many inputs each scheduler had the best value: only inputs where
+    the metric applies to the workload (completion: finite transfers) and only among the rows that
+    delivered data (`winners`)."""
     import polars as pl
 
     from workbench.report.figures import METRICS, SUMMARY_METRICS, winners
@@ -323,7 +338,7 @@ def _wins(results: list[dict[str, Any]], schedulers: Sequence[str]) -> dict[str,
             continue
         rows = pl.read_parquet(io.BytesIO(r["metrics_parquet"])).to_dicts()
         for m in SUMMARY_METRICS:
-            for s in winners(rows, m, better[m]):
+            for s in winners(rows, m, better[m], finite=r.get("finite")):
                 counts[m][s] = counts[m].get(s, 0) + 1
     return {m: c for m, c in counts.items() if any(c.values())}
 
@@ -374,7 +389,7 @@ def _manifest(jobs: list[JobSpec], results: list[dict[str, Any]], skipped: list[
         "inputs": inputs,
         "skipped": [{"path": s.path, "reason": s.reason} for s in skipped],
         "outputs": {"index": "index.html", "metrics_csv": "metrics.csv", "metrics_parquet": "metrics.parquet",
-                    "plotly": "assets/plotly.min.js"},
+                    "metrics_wide_csv": "metrics_wide.csv", "plotly": "assets/plotly.min.js"},
     }
 
 
@@ -383,7 +398,25 @@ def run_report(inputs: Sequence[str | Path], out_dir: str | Path, settings: Repo
                path_names: dict[str, str] | None = None, show_progress: bool = True,
                command_line: list[str] | None = None) -> BatchOutcome:
     """Write a report over ``inputs`` into ``out_dir``; see the module docstring. Bad usage (no
-    inputs, an output path that is a file, an unknown executor) raises `InputError`."""
+    inputs, an output path that is a file, an unknown executor, another report writing into the
+    same folder) raises `InputError`. The folder is locked for the run and pages are published
+    only when all inputs are done (`workbench.report._folder`)."""
+    from workbench.report._folder import ReportFolder
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(out, "output path exists and is not a folder")
+    if not inputs:
+        raise InputError(None, "no inputs given")
+    with ReportFolder(out) as folder:
+        return _run_report_locked(inputs, out, settings, folder, jobs=jobs, executor=executor, address=address,
+                                  path_names=path_names, show_progress=show_progress, command_line=command_line)
+
+
+def _run_report_locked(inputs: Sequence[str | Path], out_dir: str | Path, settings: ReportSettings, folder: Any, *,
+                       jobs: int | None = None, executor: str = "local", address: str | None = None,
+                       path_names: dict[str, str] | None = None, show_progress: bool = True,
+                       command_line: list[str] | None = None) -> BatchOutcome:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -417,11 +450,11 @@ def run_report(inputs: Sequence[str | Path], out_dir: str | Path, settings: Repo
 
         def steps(job_id: str, done: int, total: int, label: str) -> None:
             if job_id not in tasks:
-                tasks[job_id] = progress.add_task(f"  {job_id[-40:]}", total=total)
-            progress.update(tasks[job_id], completed=done, total=total, description=f"  {job_id[-40:]}: {label}")
+                tasks[job_id] = progress.add_task(f"  {job_id}", total=total)
+            progress.update(tasks[job_id], completed=done, total=total, description=f"  {job_id}: {label}")
 
         def sink(i: int, result: dict[str, Any]) -> None:
-            result["page"] = _write_page(out, result)
+            result["page"] = _write_page(folder.staging, result)  # published when every input is done
             # The pickled figure data is not needed once the page is written.
             result["figures"] = None
             results[i] = result
@@ -449,12 +482,14 @@ def run_report(inputs: Sequence[str | Path], out_dir: str | Path, settings: Repo
 
     final = [r for r in results if r is not None]
     assert len(final) == len(job_list)
+    folder.publish_pages()
     # Written last, so an interrupted run leaves no index pointing at missing pages.
     table = _metrics_table(final)
     buf = io.BytesIO()
     table.write_parquet(buf)
     write_atomic(out / "metrics.parquet", buf.getvalue())
     write_atomic(out / "metrics.csv", table.write_csv())
+    write_atomic(out / "metrics_wide.csv", _metrics_wide(final).write_csv())
     n_ok = sum(r["status"] == "ok" for r in final)
     n_partial = sum(r["status"] == "partial" for r in final)
     n_failed = sum(r["status"] == "error" for r in final)

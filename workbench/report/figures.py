@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
     import polars as pl
 
-__all__ = ["METRICS", "SourceData", "build_figures", "page_figure_data", "source_data", "thin", "winners"]
+__all__ = ["METRICS", "OBSERVED_COLOR", "SourceData", "applies", "build_figures", "delivered", "page_figure_data",
+           "path_colors", "scheduler_color", "source_data", "thin", "tidy_panels", "winners"]
 
 SourceData = dict[str, Any]
 Better = Literal["lower", "higher"]
@@ -121,9 +122,28 @@ def source_data(source: str, kind: str, events: pl.DataFrame, samples: pl.DataFr
     return out
 
 
-def winners(rows: Sequence[dict[str, Any]], metric: str, better: Better) -> list[str]:
-    """Sources of the scheduler rows with the best value of ``metric`` (ties: all of them)."""
-    vals = [(r["source"], r.get(metric)) for r in rows if r.get("kind") == "scheduler"]
+def delivered(row: dict[str, Any]) -> bool:
+    """Whether a row delivered any data in order (a row that delivered nothing wins nothing: its
+    OOO delay is empty, not small)."""
+    v = row.get("delivered_bytes")
+    if v is not None:
+        return float(v) > 0
+    g = row.get("goodput_mbps")
+    return g is not None and float(g) > 0
+
+
+def applies(metric: str, finite: bool | None) -> bool:
+    """Whether ``metric`` means something for the workload: completion time only for a finite
+    transfer (a bulk replay is cut at the duration cap, so its "completion" is the cap)."""
+    return not (metric == "completion_s" and finite is False)
+
+
+def winners(rows: Sequence[dict[str, Any]], metric: str, better: Better, *, finite: bool | None = None) -> list[str]:
+    """Sources of the scheduler rows with the best value of ``metric`` (ties: all of them), among the
+    rows that delivered data, and none when the metric does not apply to the workload (`applies`)."""
+    if not applies(metric, finite):
+        return []
+    vals = [(r["source"], r.get(metric)) for r in rows if r.get("kind") == "scheduler" and delivered(r)]
     vals = [(s, float(v)) for s, v in vals if v is not None and v == v]
     if not vals:
         return []
@@ -132,22 +152,28 @@ def winners(rows: Sequence[dict[str, Any]], metric: str, better: Better) -> list
 
 
 def page_figure_data(sources: Sequence[SourceData], rows: Sequence[dict[str, Any]],
-                     timeline_json: str | None) -> dict[str, Any]:
+                     timeline_json: str | None, *, finite: bool | None = None,
+                     paths: Sequence[str] | None = None) -> dict[str, Any]:
     """Everything a page needs besides the metrics table: the per-source series, per-path shares
-    per row, the timelines figure (plotly JSON) and the comparison table with winners marked."""
+    per row, the timelines figure (plotly JSON) and the comparison table with winners marked
+    (``finite``: whether the workload was a finite transfer, see `winners`). ``paths`` is the paths'
+    order (primary first, as in the timelines figure), which fixes their colours."""
     shares: dict[str, dict[str, float]] = {}
     for r in rows:
         shares[r["source"]] = {k[len("share_"):]: float(v) for k, v in r.items()
                                if k.startswith("share_") and v is not None}
     table = []
     for key, label, unit, better in METRICS:
-        if not any(r.get(key) is not None for r in rows):
+        if not any(r.get(key) is not None for r in rows) or not applies(key, finite):
             continue
         table.append({"key": key, "label": label, "unit": unit, "better": better,
                       "values": {r["source"]: r.get(key) for r in rows},
-                      "best": winners(rows, key, better)})
+                      "best": winners(rows, key, better, finite=finite)})
+    order = list(paths or [])
+    order += sorted({p for sh in shares.values() for p in sh} - set(order))
     return {"sources": list(sources), "shares": shares, "timelines": timeline_json, "table": table,
-            "columns": [{"source": r["source"], "kind": r["kind"]} for r in rows]}
+            "columns": [{"source": r["source"], "kind": r["kind"], "params": r.get("params") or ""} for r in rows],
+            "paths": order, "finite": finite}
 
 
 # Distinct colours for up to 24 schedulers (plotly's Dark24 without its near-black first entry, which
@@ -155,23 +181,68 @@ def page_figure_data(sources: Sequence[SourceData], rows: Sequence[dict[str, Any
 _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
             "#bcbd22", "#7f7f7f", "#FB0D0D", "#0D2A63", "#AF0038", "#6C4516", "#1616A7", "#DA60CA",
             "#6C7C32", "#778AAE", "#862A16", "#A777F1", "#620042", "#DA16FF", "#222A2A", "#B68100"]
+OBSERVED_COLOR = "#000000"
+
+
+def scheduler_color(name: str) -> str:
+    """One colour per scheduler, the same on every page and figure: built-in schedulers by their
+    place in the registry (distinct), others (plug-ins, baselines) by a stable hash of the name."""
+    import zlib
+
+    try:
+        from workbench.schedulers import available
+
+        names = sorted(available())
+    except Exception:  # the palette must not depend on the registry importing
+        names = []
+    if name in names:
+        return _PALETTE[names.index(name) % len(_PALETTE)]
+    return _PALETTE[zlib.crc32(name.encode()) % len(_PALETTE)]
+
+
+def path_colors(paths: Sequence[str]) -> dict[str, str]:
+    """Colours of the paths in their order (primary first): the ones the timelines figure uses
+    (`workbench.timeline.timeline_figure`: plotly's qualitative palette by path order), so a path
+    keeps its colour across every figure of a page."""
+    from plotly.colors import qualitative
+
+    pal = qualitative.Plotly
+    return {p: pal[i % len(pal)] for i, p in enumerate(paths)}
 
 
 def _colors(sources: Sequence[SourceData]) -> dict[str, str]:
-    out = {}
-    i = 0
-    for s in sources:
-        if s["kind"] == "observed":
-            out[s["source"]] = "#000000"
-        else:
-            out[s["source"]] = _PALETTE[i % len(_PALETTE)]
-            i += 1
-    return out
+    return {s["source"]: OBSERVED_COLOR if s["kind"] == "observed" else scheduler_color(s["source"])
+            for s in sources}
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template="plotly_white", height=380,
                       margin={"l": 60, "r": 20, "t": 50, "b": 50}, legend={"orientation": "h", "y": -0.2})
+    # Every quantity drawn here is >= 0 (times, delays, rates, bytes): all zeros must not span -1..1.
+    fig.update_yaxes(rangemode="tozero")
+    if x != "source":
+        fig.update_xaxes(rangemode="tozero")
+    return fig
+
+
+def tidy_panels(fig: go.Figure) -> go.Figure:
+    """A multi-panel figure without misleading axes: quantities that cannot be negative (rates,
+    delays, loss) start at 0 (a constant 0 would otherwise be drawn on -1..1), and a panel with no
+    data says so instead of standing empty."""
+    axes = [k for k in fig.layout.to_plotly_json() if k.startswith("yaxis")]
+    used: dict[str, bool] = {}
+    for tr in fig.data:
+        ref = "yaxis" + (str(tr.yaxis)[1:] if tr.yaxis and tr.yaxis != "y" else "")
+        ys = [v for v in (tr.y or []) if v is not None]
+        used[ref] = used.get(ref, False) or bool(ys)
+    for ax in axes:
+        fig.layout[ax].rangemode = "tozero"
+        if not used.get(ax):
+            dom = fig.layout[ax].domain or (0, 1)
+            xref = "x" + ax[len("yaxis"):] + " domain" if ax != "yaxis" else "x domain"
+            fig.add_annotation(text="not known for this input", xref=xref, yref="paper", x=0.5,
+                               y=(dom[0] + dom[1]) / 2, showarrow=False, font={"color": "#777"})
+            fig.layout[ax].showticklabels = False
     return fig
 
 
@@ -192,7 +263,16 @@ def build_figures(data: dict[str, Any]) -> list[tuple[str, str, go.Figure]]:
     if data.get("timelines"):
         figs.append(("timelines", "Path timelines used for the replays: capacity, one-way delay and loss per "
                      "path (measured / estimated / assumed, see the hover text).",
-                     pio.from_json(data["timelines"])))
+                     tidy_panels(pio.from_json(data["timelines"]))))
+
+    cv = data.get("capture_view")
+    if cv and cv.get("paths"):
+        from workbench.report.capture_views import capture_view_figure
+
+        figs.append(("capture", "The capture per path, as Wireshark's graphs show it: data sequence number over "
+                     "time (retransmissions ×, reinjections ◆), RTT and one-way delay, throughput per 100 ms and "
+                     "each segment's MPTCP-level out-of-order delay; the estimated timeline (dashed) and a lab "
+                     "run's ground truth (dotted) drawn over them.", capture_view_figure(cv)))
 
     f = go.Figure()
     for s in sources:
@@ -227,13 +307,14 @@ def build_figures(data: dict[str, Any]) -> list[tuple[str, str, go.Figure]]:
                      _layout(f, "Free cwnd of the fast subflow", "time since connect (s)", "segments")))
 
     shares = data.get("shares") or {}
-    path_names = sorted({p for sh in shares.values() for p in sh})
+    path_names = list(data.get("paths") or sorted({p for sh in shares.values() for p in sh}))
+    pcolor = path_colors(path_names)
     if path_names:
         f = go.Figure()
         srcs = [c["source"] for c in data["columns"] if c["source"] in shares and shares[c["source"]]]
-        for i, p in enumerate(path_names):
+        for p in path_names:
             f.add_trace(go.Bar(x=srcs, y=[shares[s].get(p, 0.0) for s in srcs], name=p,
-                               marker_color=_PALETTE[i % len(_PALETTE)]))
+                               marker_color=pcolor[p]))
         f.update_layout(barmode="stack")
         figs.append(("share", "Share of the data-direction bytes each path carried (at the sender when it "
                      "was observed).", _layout(f, "Per-path share", "source", "share of bytes")))

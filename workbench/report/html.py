@@ -53,25 +53,80 @@ def _head(title: str, with_plotly: bool) -> str:
             f"<title>{_e(title)}</title><style>{_CSS}</style>{script}</head>\n")
 
 
+# The comparison table in groups, sources as rows: each group fits the page's width (a table with one
+# column per source needed sideways scrolling with every scheduler replayed).
+_GROUPS: list[tuple[str, list[str]]] = [
+    ("Throughput", ["goodput_mbps", "completion_s", "aggregation_benefit", "retrans", "reinjections",
+                    "redundant_fraction"]),
+    ("Reordering (MPTCP-level out-of-order delay)", ["ooo_mean_ms", "ooo_p50_ms", "ooo_p95_ms", "ooo_p99_ms",
+                                                     "ooo_max_ms", "ooo_fraction", "ooo_queue_max_bytes"]),
+    ("Application delay, burstiness and buffers", ["app_delay_mean_ms", "app_delay_p95_ms", "free_cwnd_mean_segments",
+                                                   "free_cwnd_peak_segments", "burst_segments_mean",
+                                                   "burst_segments_max", "snd_buf_max_bytes", "rcv_buf_max_bytes"]),
+]
+
+
 def _metrics_table(data: dict[str, Any]) -> str:
     cols = data["columns"]
-    head = "".join(f"<th>{_e(c['source'])}</th>" for c in cols)
-    out = [f'<div class="scroll"><table><tr><th>metric</th><th>unit</th><th>better</th>{head}</tr>']
-    for m in data["table"]:
-        cells = []
+    by_key = {m["key"]: m for m in data["table"]}
+    grouped = {k for _, keys in _GROUPS for k in keys}
+    groups = [*_GROUPS, ("Other", [k for k in by_key if k not in grouped])]
+    out = []
+    for title, keys in groups:
+        ms = [by_key[k] for k in keys if k in by_key]
+        if not ms:
+            continue
+        head = "".join(f"<th>{_e(m['label'])}<br><span class=\"muted\">{_e(m['unit'])} "
+                       f"{'↑' if m['better'] == 'higher' else '↓'}</span></th>" for m in ms)
+        out.append(f"<h3>{_e(title)}</h3><table><tr><th>source</th>{head}</tr>")
         for c in cols:
-            cls = ["num"]
-            if c["source"] in m["best"]:
-                cls.append("best")
-            if c["kind"] == "baseline":
-                cls.append("base")
-            v = m["values"].get(c["source"])
-            mark = " ★" if c["source"] in m["best"] else ""
-            cells.append(f'<td class="{" ".join(cls)}">{fmt(v)}{mark}</td>')
-        arrow = "↑ higher" if m["better"] == "higher" else "↓ lower"
-        out.append(f"<tr><td>{_e(m['label'])}</td><td>{_e(m['unit'])}</td><td>{arrow}</td>{''.join(cells)}</tr>")
-    out.append("</table></div>")
+            cells = []
+            for m in ms:
+                cls = ["num"]
+                best = c["source"] in m["best"]
+                if best:
+                    cls.append("best")
+                if c["kind"] == "baseline":
+                    cls.append("base")
+                cells.append(f'<td class="{" ".join(cls)}">{fmt(m["values"].get(c["source"]))}{" ★" if best else ""}</td>')
+            name = f"<b>{_e(c['source'])}</b>" if c["kind"] == "observed" else _e(c["source"])
+            out.append(f"<tr><td>{name}</td>{''.join(cells)}</tr>")
+        out.append("</table>")
+    params = [(c["source"], c.get("params")) for c in cols if c.get("params")]
+    if params:
+        items = "".join(f"<li><b>{_e(s)}</b>: <code>{_e(p)}</code></li>" for s, p in params)
+        out.append(f"<details><summary>scheduler parameters of these replays</summary><ul>{items}</ul></details>")
     return "".join(out)
+
+
+# The scheduler a capture is taken to be made with: Linux's default (the lab runs ran it; a capture
+# says nothing about its sender's scheduler).
+MADE_WITH = "upstream"
+_TRUST_KEYS = ["goodput_mbps", "completion_s", "ooo_p50_ms", "ooo_p95_ms", "ooo_mean_ms"]
+
+
+def _trust_table(data: dict[str, Any], made_with: str = MADE_WITH) -> str:
+    """How far to trust the replayed rows: the replay of the capture's own scheduler against the
+    observed run, per headline metric (empty without both rows)."""
+    kinds = {c["source"]: c["kind"] for c in data["columns"]}
+    if kinds.get("observed") != "observed" or kinds.get(made_with) != "scheduler":
+        return ""
+    rows = []
+    for m in data["table"]:
+        if m["key"] not in _TRUST_KEYS:
+            continue
+        o, r = m["values"].get("observed"), m["values"].get(made_with)
+        err = r - o if isinstance(o, int | float) and isinstance(r, int | float) else None
+        rel = f"{err / abs(o) * 100:+.1f} %" if err is not None and o else "–"
+        rows.append(f"<tr><td>{_e(m['label'])}</td><td>{_e(m['unit'])}</td><td class=\"num\">{fmt(o)}</td>"
+                    f"<td class=\"num\">{fmt(r)}</td><td class=\"num\">{fmt(err)}</td><td class=\"num\">{rel}</td></tr>")
+    if not rows:
+        return ""
+    return (f"<h3>How far to trust these rows</h3><p class=\"cap\">The replay of <b>{_e(made_with)}</b> (Linux's "
+            "default scheduler, which the capture is taken to be made with) against what was observed. The other "
+            "rows share its timelines and settings: expect errors of this size in them too.</p>"
+            "<table><tr><th>metric</th><th>unit</th><th>observed</th><th>replayed</th><th>error</th><th>error %</th>"
+            "</tr>" + "".join(rows) + "</table>")
 
 
 def input_page(result: dict[str, Any], figures: Sequence[tuple[str, str, Any]]) -> str:
@@ -100,9 +155,11 @@ def input_page(result: dict[str, Any], figures: Sequence[tuple[str, str, Any]]) 
         items = "".join(f"<li>{_e(n)}</li>" for n in notes)
         parts.append(f"<details><summary>notes and warnings ({len(notes)})</summary><ul>{items}</ul></details>")
     parts.append("<h2>Observed vs. replayed schedulers</h2>")
-    parts.append('<p class="cap">★ = best among the replayed schedulers (same path timelines, same workload, '
-                 "same seed); the arrow says whether lower or higher is better. The observed column is the "
-                 "real run, baseline columns are single-path TCP on each path alone (grey).</p>")
+    parts.append('<p class="cap">★ = best among the replayed schedulers that delivered data (same path timelines, '
+                 "same workload, same seed); the arrow says whether lower or higher is better; completion time "
+                 "is compared only for finite transfers. The observed row is the real run, baseline rows are "
+                 "single-path TCP on each path alone (grey).</p>")
+    parts.append(_trust_table(data))
     parts.append(_metrics_table(data))
     for fig_id, caption, fig in figures:
         div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"fig-{fig_id}",
@@ -119,7 +176,8 @@ def index_page(rows: Sequence[dict[str, Any]], summary: dict[str, dict[str, int]
     parts = [_head("workbench report", with_plotly=False), "<body>", "<h1>MPTCP trace-replay report</h1>",
              f"<p class=\"muted\">{_e(header.get('n_ok', 0))} of {_e(len(rows))} inputs replayed · schedulers: "
              f"{_e(', '.join(header.get('schedulers', [])))} · seed {_e(header.get('seed'))} · "
-             '<a href="metrics.csv">metrics.csv</a> · <a href="metrics.parquet">metrics.parquet</a> · '
+             '<a href="metrics.csv">metrics.csv</a> (tidy: input × source × path × metric, with units) · '
+             '<a href="metrics_wide.csv">metrics_wide.csv</a> · <a href="metrics.parquet">metrics.parquet</a> · '
              '<a href="manifest.json">manifest.json</a></p>',
              "<h2>Inputs</h2>",
              "<table><tr><th>input</th><th>kind</th><th>status</th><th>observed goodput Mbit/s</th>"
@@ -143,17 +201,19 @@ def index_page(rows: Sequence[dict[str, Any]], summary: dict[str, dict[str, int]
     parts.append("</table>")
     if summary:
         scheds = sorted({s for counts in summary.values() for s in counts})
+        metrics = list(summary)
         parts.append("<h2>Which scheduler wins how often</h2>")
         parts.append('<p class="cap">Number of inputs on which each scheduler had the best value of the metric '
-                     "among the replayed schedulers (ties count for each tied scheduler).</p>")
-        head = "".join(f"<th>{_e(s)}</th>" for s in scheds)
-        parts.append(f"<table><tr><th>metric</th>{head}</tr>")
-        for metric, counts in summary.items():
-            best = max(counts.values()) if counts else 0
+                     "among the replayed schedulers that delivered data (ties count for each tied scheduler); "
+                     "completion time counts only finite transfers.</p>")
+        best = {m: max(summary[m].values()) if summary[m] else 0 for m in metrics}
+        head = "".join(f"<th>{_e(metric_labels.get(m, m))}</th>" for m in metrics)
+        parts.append(f"<table><tr><th>scheduler</th>{head}</tr>")
+        for sched in scheds:
             cells = "".join(
-                f'<td class="num{" best" if counts.get(s, 0) == best and best > 0 else ""}">{counts.get(s, 0)}</td>'
-                for s in scheds)
-            parts.append(f"<tr><td>{_e(metric_labels.get(metric, metric))}</td>{cells}</tr>")
+                f'<td class="num{" best" if summary[m].get(sched, 0) == best[m] and best[m] > 0 else ""}">'
+                f"{summary[m].get(sched, 0)}</td>" for m in metrics)
+            parts.append(f"<tr><td>{_e(sched)}</td>{cells}</tr>")
         parts.append("</table>")
     if skipped:
         items = "".join(f"<li><code>{_e(s['path'])}</code>: {_e(s['reason'])}</li>" for s in skipped)

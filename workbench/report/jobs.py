@@ -23,6 +23,7 @@ is reported as that manifest's error row).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -257,7 +258,12 @@ def _folder(root: Path, found: _Found, path_names: tuple[tuple[str, str], ...], 
 
 def _slug(label: str) -> str:
     s = re.sub(r"[^A-Za-z0-9._-]+", "_", label.replace("/", "_")).strip("._")
-    return (s or "input")[-80:].lstrip("._-") or "input"
+    # The whole name (a page named after the end of its label, "phant_...", was unreadable); only a
+    # name too long for a file system (255 bytes with ".html") is shortened, in the middle.
+    s = s or "input"
+    if len(s) > 200:
+        s = f"{s[:120]}~{hashlib.sha256(s.encode()).hexdigest()[:8]}~{s[-60:]}"
+    return s.lstrip("._-") or "input"
 
 
 def discover(inputs: Iterable[str | Path], *, path_names: dict[str, str] | None = None,

@@ -38,7 +38,7 @@ from typing import Any
 from workbench.errors import InputError
 from workbench.report.jobs import JobSpec
 
-__all__ = ["FINITE_CAP_FACTOR", "ReportSettings", "file_sha256", "run_job"]
+__all__ = ["FINITE_CAP_FACTOR", "ReportSettings", "file_sha256", "params_text", "run_job"]
 
 FINITE_CAP_FACTOR = 4
 DEFAULT_DURATION_NS = 10_000_000_000
@@ -82,6 +82,16 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def params_text(name: str, settings: ReportSettings) -> str:
+    """Every parameter of scheduler ``name`` as the replay used it (defaults + overrides), as
+    ``k=v`` pairs: recorded in each row, so the CSV and the page say what was replayed."""
+    from workbench.schedulers import info
+
+    given = settings.params_of(name)
+    full = {p.name: given.get(p.name, p.default) for p in info(name).params} | given
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(full.items()))
+
+
 def _one_line(e: BaseException) -> str:
     if isinstance(e, InputError):
         text = str(e)
@@ -103,10 +113,9 @@ class _Steps:
 
 
 def _finite_transfer(events: Any, summary: dict[str, Any]) -> bool:
-    import polars as pl
-    data_dir = summary.get("data_dir")
-    fin = events.filter((pl.col("dir") == data_dir) & pl.col("data_fin").fill_null(False))
-    return bool(fin.height and summary.get("delivered_bytes") and not summary.get("undelivered_bytes"))
+    # DATA_FIN, or a TCP FIN from the sender where the capture cannot show DSS flags (CSV exports).
+    from workbench.compare import finished_transfer
+    return finished_transfer(events, summary)
 
 
 def _input_timelines(spec: JobSpec) -> tuple[Any, Any, Any, int | None]:
@@ -133,13 +142,28 @@ def _capture_connection(cap: Any, conn: int, cc: str, notes: list[str]) -> Any:
     try:
         from workbench.compare import replay_settings
         rs = replay_settings(cap, conn)
-        return ConnectionConfig(mss_bytes=int(rs["mss_bytes"]), header_bytes=int(rs["header_bytes"]), cc=cc,
+        dflt = ConnectionConfig()  # what the capture cannot say (CSV exports: no frame lengths)
+        return ConnectionConfig(mss_bytes=int(rs["mss_bytes"] or dflt.mss_bytes),
+                                header_bytes=int(rs["header_bytes"] or dflt.header_bytes), cc=cc,
                                 send_buf_bytes=None, rcv_buf_bytes=_RCV_BUF_BYTES, quickack_on_meta_ooo=False,
                                 join_delay_ns=int(rs["join_delay_ns"]))
     except (ImportError, InputError, TypeError, ValueError) as e:
         # CSV exports carry no frame lengths, so header bytes cannot be read off them.
         notes.append(f"connection settings not readable from the capture ({_one_line(e)}): engine defaults used")
         return ConnectionConfig(cc=cc, send_buf_bytes=None, rcv_buf_bytes=_RCV_BUF_BYTES, quickack_on_meta_ooo=False)
+
+
+def _capture_view(ev: Any, conn: int, timelines: Any, spec: JobSpec, max_points: int) -> dict[str, Any] | None:
+    """The capture views' data (`workbench.report.capture_views`), with a lab run's ground truth
+    beside the capture drawn over them; a view that cannot be drawn never fails the input."""
+    from workbench.report.capture_views import capture_view_data, lab_truth
+
+    try:
+        paths = list(timelines) if timelines is not None else sorted(ev["path"].unique().to_list())
+        truth = lab_truth(Path(spec.files[0]).parent, paths) if spec.kind == "capture" else []
+        return capture_view_data(ev, conn, timelines=timelines, truth=truth, max_points=max_points)
+    except Exception:
+        return None
 
 
 def _timelines_span_ns(timelines: Any) -> int | None:
@@ -244,8 +268,10 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
             timelines = estimate_timelines(ev)
         except InputError as e:
             result["status"], result["note"] = "partial", f"no path timelines: {_one_line(e)}"
+            result["capture_view"] = _capture_view(ev, conn, None, spec, settings.max_points)
             _finish(result, rows, fig_sources, None, steps)
             return
+        result["capture_view"] = _capture_view(ev, conn, timelines, spec, settings.max_points)
     else:
         timelines, file_workload, file_cfg, file_ns = _input_timelines(spec)
         cap_ns = settings.duration_ns or file_ns or _timelines_span_ns(timelines) or DEFAULT_DURATION_NS
@@ -255,6 +281,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
         steps.tick("timelines read")
     result["duration_ns"] = cap_ns
     result["connection"] = asdict(cfg)
+    result["paths"] = list(timelines)     # primary first: the order (and colours) of every figure
     steps.tick("path timelines")
 
     try:
@@ -274,7 +301,8 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
     for name in settings.schedulers:
         r = run_replay(paths, get(name, **settings.params_of(name)), workload=workload, conn=cfg,
                        seed=settings.seed, duration_ns=cap_ns)
-        row = _summary_row(common | {"source": name, "kind": "scheduler"}, r.events, r.samples, None)
+        row = _summary_row(common | {"source": name, "kind": "scheduler", "params": params_text(name, settings)},
+                           r.events, r.samples, None)
         sched_rows.append(row)
         fig_sources.append(figures.source_data(name, "scheduler", r.events, r.samples, None, settings.max_points))
         steps.tick(f"replay {name}")
@@ -296,6 +324,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
     rows.extend(sched_rows)
     rows.extend(base_rows)
     result["status"] = "ok"
+    result["finite"] = isinstance(workload, Finite)
     _finish(result, rows, fig_sources, tl_fig_json, steps)
 
 
@@ -309,6 +338,8 @@ def _finish(result: dict[str, Any], rows: list[dict[str, Any]], fig_sources: lis
     buf = io.BytesIO()
     table.write_parquet(buf)
     result["metrics_parquet"] = buf.getvalue()
-    result["figures"] = figures.page_figure_data(fig_sources, rows, tl_fig_json)
+    result["figures"] = figures.page_figure_data(fig_sources, rows, tl_fig_json, finite=result.get("finite"),
+                                                 paths=result.get("paths"))
+    result["figures"]["capture_view"] = result.pop("capture_view", None)
     result["error"] = None
     steps.tick("figures", n=steps.total - steps.done)

@@ -1,7 +1,8 @@
 """Path timelines: what each network path offered over time (capacity, one-way delay, loss, buffer),
 and how we know it (measured / estimated / assumed).
 
-- model: `PathTimeline` (a polars step table + buffer + provenance), `Timelines` (a session's paths).
+- model: `PathTimeline` (a polars step table + buffer + provenance + caveats, outages, loss causes),
+  `Timelines` (a session's paths), `Caveat` (what limits a number: path, quantity, kind, message).
 - estimate: timelines from PacketEvents (one capture or a client + server pair).
 - importers: mahimahi, `t,rate` files (Oboe, lab), multi-path CSV (5Gophers), ping logs, scenario files.
 - transforms: what-if edits (scale rate, add delay, set buffer/loss, cut a window, swap primary).
@@ -13,7 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from workbench.timeline.convert import DEFAULT_BUFFER_BYTES, fill_unknown, step_series, to_path_configs
+from workbench.timeline.convert import (
+    DEFAULT_BUFFER_BYTES,
+    LOWER_BOUND_FACTOR,
+    fill_unknown,
+    step_series,
+    to_path_configs,
+)
 from workbench.timeline.estimate import EstimateOptions, estimate_bins, estimate_timelines, rtt_samples
 from workbench.timeline.importers import (
     mahimahi_bins,
@@ -28,10 +35,12 @@ from workbench.timeline.importers import (
 from workbench.timeline.importers.scenario import read_scenario, scenario_timelines
 from workbench.timeline.io import load_timelines, save_timelines
 from workbench.timeline.model import (
+    CAVEAT_KINDS,
     KINDS,
     QUANTITIES,
     SOURCES,
     STEPS,
+    Caveat,
     PathTimeline,
     Timelines,
     steps_from_series,
@@ -53,11 +62,14 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 __all__ = [
+    "CAVEAT_KINDS",
     "DEFAULT_BUFFER_BYTES",
     "KINDS",
+    "LOWER_BOUND_FACTOR",
     "QUANTITIES",
     "SOURCES",
     "STEPS",
+    "Caveat",
     "EstimateOptions",
     "PathTimeline",
     "Timelines",

@@ -9,8 +9,15 @@ tags each filled value "assumed", writing what it did into ``notes`` so a report
 - one delay direction unknown: the other direction's; both unknown: ``default_owd_ns`` (else error);
 - capacity down unknown: ``default_capacity_bps`` (else error: there is nothing sensible to replay);
 - loss unknown: ``default_loss`` (0);
-- buffer unknown: ``default_buffer_bytes`` (150 000 B, PathConfig's default); a buffer known only as
-  a lower bound (the queue never overflowed in the capture) becomes max(bound, default).
+- buffer unknown: ``default_buffer_bytes`` (150 000 B, PathConfig's default);
+- a buffer known only as a lower bound (the queue never overflowed in the capture) is *not* replayed
+  as the buffer: the capture says no packet was dropped at that queue, and a replay with a buffer
+  that small would drop where the real one did not. It becomes max(``LOWER_BOUND_FACTOR`` x bound,
+  default) — room for the replay's queue to grow as far as the capture's did and further, so the
+  replay does not invent overflows — tagged "assumed" and said so.
+
+Every filled value also becomes a `Caveat` (kind "assumed", its path and quantity) in ``caveats``, so
+the CLI, the report and the page can show it next to the number.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from workbench.errors import InputError
-from workbench.timeline.model import PathTimeline, Timelines
+from workbench.timeline.model import Caveat, PathTimeline, Timelines
 from workbench.timeline.transforms import tile
 
 if TYPE_CHECKING:
@@ -29,9 +36,10 @@ if TYPE_CHECKING:
 # workbench.replay is imported inside the functions: importing the package loads the whole engine,
 # and the engine's scenario loader may import workbench.timeline (an import cycle at load time).
 
-__all__ = ["DEFAULT_BUFFER_BYTES", "fill_unknown", "step_series", "to_path_configs"]
+__all__ = ["DEFAULT_BUFFER_BYTES", "LOWER_BOUND_FACTOR", "fill_unknown", "step_series", "to_path_configs"]
 
 DEFAULT_BUFFER_BYTES = 150_000
+LOWER_BOUND_FACTOR = 4
 
 
 def _fill_col(steps: pl.DataFrame, col: str) -> pl.DataFrame:
@@ -54,6 +62,12 @@ def fill_unknown(tl: PathTimeline, *, default_buffer_bytes: int = DEFAULT_BUFFER
     """A timeline with every quantity known at every step; see the module docstring for the rules."""
     s = tl.steps
     notes = list(tl.notes)
+    caveats = list(tl.caveats)
+
+    def assumed(quantity: str, text: str) -> None:
+        notes.append(f"assumed: {text}")
+        caveats.append(Caveat(tl.name, quantity, "assumed", f"assumed: {text}"))
+
     for col in s.columns:
         if col == "t_ns" or col.endswith("_src"):
             continue
@@ -65,7 +79,7 @@ def fill_unknown(tl: PathTimeline, *, default_buffer_bytes: int = DEFAULT_BUFFER
         if default_capacity_bps is None:
             raise InputError(None, f"path {tl.name}: capacity unknown (give a rate trace or a default capacity)")
         s = _set_col(s, "capacity_down_bps", pl.lit(float(default_capacity_bps)))
-        notes.append(f"assumed: capacity down = {default_capacity_bps:g} bit/s (default)")
+        assumed("capacity_down_bps", f"capacity down = {default_capacity_bps:g} bit/s (default)")
     if s["capacity_up_bps"].null_count() == s.height:
         s = _set_col(s, "capacity_up_bps", pl.col("capacity_down_bps"))
         notes.append("assumed: capacity up = capacity down (symmetric)")
@@ -76,26 +90,36 @@ def fill_unknown(tl: PathTimeline, *, default_buffer_bytes: int = DEFAULT_BUFFER
     for d in ("down", "up"):
         if s[f"owd_{d}_ns"].null_count() == s.height:
             if default_owd_ns is None:
-                raise InputError(None, f"path {tl.name}: one-way delay unknown (give a delay or a default)")
+                raise InputError(None, f"path {tl.name}: one-way delay unknown (give a delay or a default, "
+                                       "e.g. --default-owd 20ms)")
             s = _set_col(s, f"owd_{d}_ns", pl.lit(int(default_owd_ns)))
-            notes.append(f"assumed: owd {d} = {default_owd_ns / 1e6:g} ms (default)")
+            assumed(f"owd_{d}_ns", f"owd {d} = {default_owd_ns / 1e6:g} ms (default: nothing in the input says)")
         if s[f"loss_{d}"].null_count() == s.height:
             s = _set_col(s, f"loss_{d}", pl.lit(float(default_loss)))
             notes.append(f"assumed: loss {d} = {default_loss:g} (default)")
     changes: dict[str, object] = {}
     for d in ("down", "up"):
         b = getattr(tl, f"buffer_{d}_bytes")
+        lower = tl.buffer_is_lower_bound or getattr(tl, f"buffer_{d}_src") == "lower_bound"
         if b is None:
             changes[f"buffer_{d}_bytes"] = default_buffer_bytes
             changes[f"buffer_{d}_src"] = "assumed"
             notes.append(f"assumed: buffer {d} = {default_buffer_bytes} B (default)")
-        elif tl.buffer_is_lower_bound and b < default_buffer_bytes:
-            changes[f"buffer_{d}_bytes"] = default_buffer_bytes
+            if d == "down":
+                caveats.append(Caveat(tl.name, "buffer_down_bytes", "assumed",
+                                      f"assumed: buffer down = {default_buffer_bytes} B (default: unknown)"))
+        elif lower:
+            used = max(LOWER_BOUND_FACTOR * b, default_buffer_bytes)
+            changes[f"buffer_{d}_bytes"] = used
             changes[f"buffer_{d}_src"] = "assumed"
-            notes.append(f"assumed: buffer {d} = {default_buffer_bytes} B (default; only known to be >= {b} B)")
+            assumed(f"buffer_{d}_bytes", f"buffer {d} = {used} B replayed: the capture shows only that it is "
+                                         f">= {b} B (no overflow), so not that bound but max({LOWER_BOUND_FACTOR} x "
+                                         f"bound, {default_buffer_bytes} B), leaving the replay's queue room")
     if tl.kind == "throughput":
         notes.append("throughput replayed as if it were capacity: a flow could get more than was recorded")
-    return tl.replace(steps=s, notes=tuple(dict.fromkeys(notes)), **changes)
+        caveats.append(Caveat(tl.name, "capacity_down_bps", "throughput",
+                              "achieved throughput replayed as if it were capacity"))
+    return tl.replace(steps=s, notes=tuple(dict.fromkeys(notes)), caveats=tuple(dict.fromkeys(caveats)), **changes)
 
 
 def step_series(tl: PathTimeline, quantity: str) -> StepSeries:

@@ -30,7 +30,8 @@ FORMAT_VERSION = 1
 _MAGIC = "workbench-timelines"
 _META_KEY = b"workbench.timelines"
 _META_FIELDS = ["name", "kind", "end_ns", "buffer_down_bytes", "buffer_up_bytes", "buffer_down_src",
-                "buffer_up_src", "buffer_is_lower_bound", "periodic", "t0_epoch_ns", "source", "notes"]
+                "buffer_up_src", "buffer_is_lower_bound", "periodic", "t0_epoch_ns", "source", "notes",
+                "caveats", "outages", "loss_counts"]
 
 Format = Literal["parquet", "csv", "json"]
 
@@ -47,6 +48,9 @@ def _format_of(path: Path, fmt: str | None) -> Format:
 def _meta(tl: PathTimeline) -> dict[str, Any]:
     d = {k: getattr(tl, k) for k in _META_FIELDS}
     d["notes"] = list(tl.notes)
+    d["caveats"] = [c.to_dict() for c in tl.caveats]
+    d["outages"] = [list(o) for o in tl.outages]
+    d["loss_counts"] = dict(tl.loss_counts)
     return d
 
 
@@ -62,7 +66,10 @@ def _from_parts(table: pl.DataFrame, metas: list[dict[str, Any]], source: Path) 
     for m in metas:
         steps = table.filter(pl.col("path") == m["name"]).drop("path")
         try:
-            paths.append(PathTimeline(steps=steps, **{**m, "notes": tuple(m.get("notes", ()))}))
+            paths.append(PathTimeline(steps=steps, **{**m, "notes": tuple(m.get("notes", ())),
+                                                      "caveats": tuple(m.get("caveats", ())),
+                                                      "outages": tuple(tuple(o) for o in m.get("outages", ())),
+                                                      "loss_counts": tuple(dict(m.get("loss_counts", {})).items())}))
         except (ValueError, TypeError) as e:
             raise InputError(source, f"not a valid timeline: {e}") from None
     return Timelines(paths)

@@ -13,10 +13,22 @@ plus a bottleneck buffer size in bytes per direction. A null value means "unknow
 
 Provenance: every quantity has a companion column ``<quantity>_src`` (per row, so one timeline can mix,
 e.g. capacity measured in saturated bins and estimated elsewhere) holding one of ``SOURCES``:
-"measured" (read from a file or observed directly), "estimated" (inferred by a model, e.g. owd =
-RTT / 2), "assumed" (a default filled in because nothing was known). The buffer carries the same tag
-in ``buffer_{down,up}_src`` and ``buffer_is_lower_bound`` (the queue never overflowed, so the buffer
-is at least this big).
+"measured" (read from a file or observed directly; for a capture's capacity: the delivery rate of
+a saturated bottleneck), "estimated" (inferred by a model, e.g. owd = RTT / 2, or carried over an
+idle stretch), "assumed" (a default filled in because nothing was known), "dispersion" (capacity
+from the spacing of back-to-back segments at the receiver, as packet-pair tools measure it),
+"lower_bound" (the path delivered at least this; it never filled, and its spacing said nothing),
+"outage" (no packet in either direction while data was outstanding: capacity 0). The buffer carries
+a tag in ``buffer_{down,up}_src`` ("lower_bound" when the queue never overflowed, so the buffer is
+at least this big; ``buffer_is_lower_bound`` says the same).
+
+What a reader of the numbers must know travels with them: ``caveats`` holds one `Caveat` per thing
+that limits a quantity (the path, the quantity, a machine-readable ``kind`` and one sentence), e.g. a
+single vantage point, a delay taken from the handshake, assumed values, a buffer known only from
+below, outages, loss bursts, subflows missing from the capture. ``outages`` lists the spans found
+(``t_ns`` axis) and ``loss_counts`` the retransmissions by cause ("overflow", "outage", "burst",
+"random").
+`Timelines.caveats` collects every path's.
 
 A `Timelines` is the set of paths of one session, ordered: the first path is the primary one (the
 initial subflow's path).
@@ -33,18 +45,20 @@ import polars as pl
 from workbench.errors import InputError
 
 __all__ = [
+    "CAVEAT_KINDS",
     "KINDS",
     "QUANTITIES",
     "SOURCES",
     "STEPS",
+    "Caveat",
     "PathTimeline",
     "Timelines",
     "empty_steps",
     "steps_from_series",
 ]
 
-SOURCES = ["measured", "estimated", "assumed"]
-Source = Literal["measured", "estimated", "assumed"]
+SOURCES = ["measured", "estimated", "assumed", "dispersion", "lower_bound", "outage"]
+Source = Literal["measured", "estimated", "assumed", "dispersion", "lower_bound", "outage"]
 KINDS = ["capacity", "throughput"]
 Kind = Literal["capacity", "throughput"]
 
@@ -65,6 +79,46 @@ STEPS: dict[str, pl.DataType] = {
     **QUANTITIES,
     **{f"{q}_src": _SRC for q in QUANTITIES},
 }
+
+
+# What a caveat can be about (``Caveat.kind``); the page and the report may style them by kind.
+CAVEAT_KINDS = [
+    "single_vantage",     # one capture only: delays, queue, losses seen from one end
+    "delay_handshake",    # no TCP timestamps: delay from the handshake RTT (and the ACK clock)
+    "delay_unknown",      # no delay sample at all
+    "assumed",            # a default was filled in (by `fill_unknown`)
+    "capacity_lower_bound",  # bins where the path never filled and dispersion said nothing
+    "buffer_lower_bound",  # the queue never overflowed: the buffer is at least the estimate
+    "outage",             # spans with no packet while data was outstanding (capacity 0)
+    "loss_bursts",        # retransmissions around outages, not replayed as random loss
+    "missing_subflows",   # the connection carried bytes on subflows not in the capture
+    "no_frame_sizes",     # CSV export without frame lengths: rates in payload bytes
+    "throughput",         # achieved throughput replayed as capacity
+]
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """One thing that limits what a number is worth: on path ``path`` ("" = the whole session), for
+    ``quantity`` (a step column such as "capacity_down_bps", or "buffer_down_bytes", "loss_down",
+    "owd", "capture"), of ``kind`` (one of `CAVEAT_KINDS`), said in one sentence."""
+
+    path: str
+    quantity: str
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        where = ", ".join(x for x in (self.path, self.quantity) if x)
+        return f"{where}: {self.message}" if where else self.message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "quantity": self.quantity, "kind": self.kind, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> Caveat:
+        return cls(path=str(d.get("path", "")), quantity=str(d.get("quantity", "")), kind=str(d.get("kind", "")),
+                   message=str(d.get("message", "")))
 
 
 def empty_steps() -> pl.DataFrame:
@@ -135,11 +189,23 @@ class PathTimeline:
     t0_epoch_ns: int | None = None
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    caveats: tuple[Caveat, ...] = field(default=())
+    outages: tuple[tuple[int, int], ...] = field(default=())      # (start t_ns, end t_ns)
+    loss_counts: tuple[tuple[str, int], ...] = field(default=())  # (cause, retransmissions)
 
     def __post_init__(self) -> None:
         steps = _conform(self.steps)
         object.__setattr__(self, "steps", steps)
         object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "caveats", tuple(
+            c if isinstance(c, Caveat) else Caveat.from_dict(c) for c in self.caveats))  # type: ignore[arg-type]
+        object.__setattr__(self, "outages", tuple((int(a), int(b)) for a, b in self.outages))
+        object.__setattr__(self, "loss_counts", tuple((str(k), int(v)) for k, v in
+                                                      (self.loss_counts.items() if isinstance(self.loss_counts, Mapping)
+                                                       else self.loss_counts)))
+        for a, b in self.outages:
+            if b <= a:
+                raise ValueError(f"{self.name}: an outage must end after it starts")
         if self.kind not in KINDS:
             raise ValueError(f"{self.name}: kind must be one of {KINDS}, not {self.kind!r}")
         if steps.height == 0:
@@ -212,6 +278,11 @@ class PathTimeline:
         df = self.with_durations().drop_nulls(["dur_ns", f"capacity_{direction}_bps"])
         return float((df[f"capacity_{direction}_bps"] * df["dur_ns"].cast(pl.Float64) / 8e9).sum())
 
+    @property
+    def loss_classes(self) -> dict[str, int]:
+        """Retransmissions by cause ("overflow", "outage", "burst", "random"), as the estimator counted."""
+        return dict(self.loss_counts)
+
     def replace(self, **changes: object) -> PathTimeline:
         """A copy with some fields changed (dataclasses.replace, re-validated)."""
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -261,6 +332,11 @@ class Timelines(Mapping[str, PathTimeline]):
 
     def __repr__(self) -> str:
         return f"Timelines({', '.join(f'{k}: {v.kind}' for k, v in self._paths.items())})"
+
+    @property
+    def caveats(self) -> list[Caveat]:
+        """Every path's caveats, paths in order, each once."""
+        return list(dict.fromkeys(c for tl in self._paths.values() for c in tl.caveats))
 
     @property
     def primary(self) -> PathTimeline:

@@ -3,7 +3,8 @@ timelines, a scenario file, mahimahi traces, `t,rate` files, multi-path throughp
 
 The format is recognised from the file's content (magic bytes, header line), the suffix only
 breaking ties, so users need not say what they give. `kind` applies to rate files, which cannot say
-themselves whether they hold link capacity or achieved throughput.
+themselves whether they hold link capacity or achieved throughput; `t_unit` / `rate_unit` give the
+units of rate files whose header does not (or that have none).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from workbench.errors import InputError
 from workbench.timeline.io import _MAGIC as _TIMELINES_MAGIC
 from workbench.timeline.model import PathTimeline, Timelines
 
-__all__ = ["open_timelines", "sniff_timeline_input"]
+__all__ = ["capture_source", "open_timelines", "sniff_timeline_input"]
 
 _CAPTURE_MAGICS = {b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d",
                    b"\x0a\x0d\x0d\x0a"}
@@ -66,6 +67,20 @@ def sniff_timeline_input(path: str | Path) -> str:
     raise InputError(p, "not a capture, timelines, scenario, mahimahi, rate, multi-path CSV or ping file")
 
 
+def capture_source(path: str | Path) -> Path | list[Path]:
+    """What to load for a capture named on the command line: the file itself, or — a tshark CSV export
+    (one file per subflow) — it and its partner files beside it (the same connection-start token), so
+    naming one subflow's export loads the whole connection."""
+    from workbench.capture._csvexport import group_csv_exports, is_csv_export
+
+    p = Path(path)
+    if not p.is_file() or not is_csv_export(p):
+        return p
+    siblings = [q for q in p.parent.iterdir() if q.is_file() and q.suffix == p.suffix]
+    group = next((g for g in group_csv_exports(siblings) if p in g), [p])
+    return group if len(group) > 1 else p
+
+
 def _mahimahi_partner(p: Path) -> tuple[Path | None, Path | None]:
     """`X.down` and `X.up` beside each other are one path's two directions."""
     if p.suffix == ".down":
@@ -80,6 +95,7 @@ def _mahimahi_partner(p: Path) -> tuple[Path | None, Path | None]:
 def open_timelines(
     inputs: Sequence[str | Path], *, peer: str | Path | None = None, bin_ns: int = 100_000_000,
     path_names: dict[str, str] | None = None, kind: Literal["capacity", "throughput"] = "capacity",
+    t_unit: str | None = None, rate_unit: str | None = None,
 ) -> Timelines:
     """Open each input and put their paths together (names must differ). A capture's paths are
     estimated from its packets (`peer`: the capture at the other end, for one-way delays)."""
@@ -100,12 +116,7 @@ def open_timelines(
         if what in ("capture", "csv-export"):
             from workbench.capture import load
 
-            source: Path | list[Path] = p
-            if what == "csv-export":
-                from workbench.capture._csvexport import group_csv_exports
-
-                siblings = [q for q in p.parent.iterdir() if q.is_file() and q.suffix == p.suffix]
-                source = next(g for g in group_csv_exports(siblings) if p in g)
+            source = capture_source(p) if what == "csv-export" else p
             cap = load(source, peer=peer, path_names=path_names)
             paths += estimate_timelines(cap, EstimateOptions(bin_ns=bin_ns)).values()
         elif what == "timelines":
@@ -128,5 +139,5 @@ def open_timelines(
         elif what == "multipath-csv":
             paths += read_5gophers(p).values()
         else:
-            paths.append(read_rate_csv(p, kind=kind))
+            paths.append(read_rate_csv(p, kind=kind, t_unit=t_unit, rate_unit=rate_unit))
     return Timelines(paths)

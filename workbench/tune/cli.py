@@ -58,6 +58,14 @@ def tune_command(
              "crashed and re-run")] = 10.0,
     evaluate: Annotated[bool, typer.Option(help="replay tuned vs default on tuning and held-out inputs")] = True,
     html: Annotated[bool, typer.Option(help="write tune.html with optuna's figures")] = True,
+    min_goodput: Annotated[str | None, typer.Option(
+        "--min-goodput", help="the best value must keep this goodput: a factor of the defaults' (0.95) or "
+                              "an absolute rate (40Mbps); trials below it are never called best")] = None,
+    max_ooo_p95: Annotated[str | None, typer.Option(
+        "--max-ooo-p95", help="the best value must keep OOO delay p95 at most this: a factor of the "
+                              "defaults' (1.1) or an absolute delay (50ms)")] = None,
+    max_ooo_mean: Annotated[str | None, typer.Option(
+        "--max-ooo-mean", help="as --max-ooo-p95, for the mean OOO delay")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
@@ -67,7 +75,12 @@ def tune_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from workbench.cli import parse_duration_ns
+    from workbench.tune.objective import parse_constraint
     from workbench.tune.run import Callbacks, TuneSettings, run_tuning
+
+    constraints = [parse_constraint(name, bound, text) for name, bound, text in (
+        ("goodput", "min", min_goodput), ("ooo_p95", "max", max_ooo_p95), ("ooo_mean", "max", max_ooo_mean))
+        if text is not None]
 
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
     out_console = Console(width=None if sys.stdout.isatty() else 160)
@@ -77,7 +90,8 @@ def tune_command(
         n_trials=trials, holdout=holdout or [], storage=storage, study=study, tune=tune or [], space=space or [],
         fixed=param or [], seed=seed, replay_seed=replay_seed, repeats=repeats,
         duration_ns=parse_duration_ns(duration) if duration else None, workload=workload, prune=prune,
-        timeout_s=timeout, heartbeat_s=heartbeat, evaluate=evaluate, html=html)
+        timeout_s=timeout, heartbeat_s=heartbeat, evaluate=evaluate, html=html,
+        constraints=constraints)
 
     bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[info]}"), console=err, disable=not progress, transient=False)
@@ -116,14 +130,29 @@ def _print(console: Any, outcome: Any) -> None:
     console.print(f"study {s['study']}: {c['finished']} finished trials ({c['complete']} complete, {c['pruned']} "
                   f"pruned, {c['failed']} failed); this worker finished {s['worker']['finished_here']} in "
                   f"{s['worker']['wall_s']:.1f} s", highlight=False)
+    from workbench.tune.output import change_lines
+
+    if s.get("constraints"):
+        c = s["constraints"]
+        console.print(f"constraints: {'; '.join(c['required'])}: kept by {c['kept_by']} of {c['complete']} "
+                      "complete trials", highlight=False, markup=False)
+        if not s.get("best") and not s.get("pareto"):
+            console.print("[yellow]warning:[/] no trial keeps the constraints: nothing beats the defaults",
+                          highlight=False)
     if s.get("best"):
         b = s["best"]
         vals = ", ".join(f"{k} {v:.4g}" for k, v in b["values"].items())
         console.print(f"best: trial {b['trial']}: {vals}", highlight=False)
         console.print(f"  {b['param_line']}", highlight=False, markup=False)
+        # Every objective's change, not only the one tuned for: a lower OOO delay bought with goodput
+        # shows as such.
+        console.print("  change against the defaults:", highlight=False)
+        for line in change_lines(b):
+            console.print(f"    {line}", highlight=False, markup=False)
     for e in s.get("pareto") or []:
         vals = ", ".join(f"{k} {v:.4g}" for k, v in e["values"].items())
         console.print(f"pareto trial {e['trial']}: {vals}  {e['param_line']}", highlight=False, markup=False)
+        console.print("    " + "; ".join(change_lines(e)), highlight=False, markup=False)
     ev = outcome.evaluation
     if ev is not None:
         metrics = list(dict.fromkeys([*(o["metric"] for o in s["objectives"]), "goodput_mbps", "ooo_p95_ms"]))

@@ -27,14 +27,17 @@ from workbench.tune.inputs import TuneInput
 from workbench.tune.space import Dim, suggest
 
 __all__ = [
+    "CONSTRAINT_METRICS",
     "OBJECTIVES",
     "Aggregate",
+    "Constraint",
     "MetricMissing",
     "Objective",
     "TrialObjective",
     "aggregate",
     "better",
     "measure",
+    "parse_constraint",
     "resolve_objectives",
     "run_input",
 ]
@@ -70,6 +73,77 @@ _CONTEXT_METRICS = ("goodput_mbps", "ooo_p95_ms", "ooo_mean_ms")
 
 class MetricMissing(Exception):
     """A replay produced no value for an objective's metric (e.g. nothing delivered in order)."""
+
+
+# What a constraint may bound: metrics every trial records (`_CONTEXT_METRICS`), with their units.
+CONSTRAINT_METRICS: dict[str, tuple[str, str]] = {"goodput": ("goodput_mbps", "Mbit/s"),
+                                                  "ooo_p95": ("ooo_p95_ms", "ms"), "ooo_mean": ("ooo_mean_ms", "ms")}
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A bound a tuned value must keep, e.g. goodput >= 0.95 x the scheduler's defaults (``relative``)
+    or >= 40 Mbit/s. Checked on each trial's aggregate over the inputs; a trial that breaks it cannot
+    be the best, however good its objective."""
+
+    name: str            # goodput | ooo_p95 | ooo_mean
+    bound: Literal["min", "max"]
+    value: float
+    relative: bool       # value x the defaults' aggregate, else in the metric's unit
+
+    @property
+    def metric(self) -> str:
+        return CONSTRAINT_METRICS[self.name][0]
+
+    def threshold(self, baseline: Mapping[str, float | None] | None) -> float | None:
+        """The bound in the metric's unit (None: relative and the defaults have no value)."""
+        if not self.relative:
+            return self.value
+        base = (baseline or {}).get(self.metric)
+        return None if base is None else self.value * base
+
+    def ok(self, aggregate: Mapping[str, float | None] | None, baseline: Mapping[str, float | None] | None
+           ) -> bool:
+        """Whether a trial's aggregate keeps the bound (unknown values do not)."""
+        v, t = (aggregate or {}).get(self.metric), self.threshold(baseline)
+        if v is None or t is None:
+            return False
+        return v >= t if self.bound == "min" else v <= t
+
+    def describe(self, baseline: Mapping[str, float | None] | None = None) -> str:
+        unit = CONSTRAINT_METRICS[self.name][1]
+        op = ">=" if self.bound == "min" else "<="
+        if not self.relative:
+            return f"{self.name} {op} {self.value:g} {unit}"
+        t = self.threshold(baseline)
+        at = f" = {t:.4g} {unit}" if t is not None else ""
+        return f"{self.name} {op} {self.value:g} x defaults{at}"
+
+
+def parse_constraint(name: str, bound: Literal["min", "max"], text: str) -> Constraint:
+    """``0.95`` (a bare number: relative to the scheduler's defaults) or ``40Mbps`` / ``50ms`` (absolute,
+    in the metric's unit) -> a `Constraint` on ``name``."""
+    if name not in CONSTRAINT_METRICS:
+        raise InputError(None, f"no constraint on {name!r}; known: {', '.join(CONSTRAINT_METRICS)}")
+    unit = CONSTRAINT_METRICS[name][1]
+    t = str(text).strip().lower().replace(" ", "")
+    suffixes = ("mbit/s", "mbps", "mbit") if unit == "Mbit/s" else ("ms",)
+    relative = True
+    for suf in suffixes:
+        if t.endswith(suf):
+            t, relative = t[: -len(suf)], False
+            break
+    if t.endswith("x"):
+        t = t[:-1]
+    flag = f"--{bound}-{name.replace('_', '-')}"
+    try:
+        value = float(t)
+    except ValueError:
+        raise InputError(None, f"{flag} takes a factor of the defaults (0.95) or a value with its unit "
+                               f"(e.g. 40{'Mbps' if unit == 'Mbit/s' else 'ms'}), not {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise InputError(None, f"{flag} must be a finite number >= 0, not {text!r}")
+    return Constraint(name, bound, value, relative)
 
 
 def resolve_objectives(names: Sequence[str]) -> list[Objective]:

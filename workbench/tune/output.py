@@ -29,11 +29,11 @@ import polars as pl
 
 from workbench._files import write_atomic
 from workbench.tune.evaluate import Evaluation
-from workbench.tune.objective import Objective
+from workbench.tune.objective import _CONTEXT_METRICS, Constraint, Objective
 from workbench.tune.space import Dim, param_line
 from workbench.tune.study import HEARTBEAT_ATTR
 
-__all__ = ["best_result", "figures", "trials_frame", "write_outputs"]
+__all__ = ["best_result", "change_lines", "changes", "figures", "trials_frame", "write_outputs"]
 
 
 def _num(v: Any) -> Any:
@@ -71,22 +71,76 @@ def _complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 
 
+def _dominates(a: Sequence[float], b: Sequence[float], objectives: Sequence[Objective]) -> bool:
+    better = False
+    for x, y, o in zip(a, b, objectives, strict=True):
+        if (x < y) if o.direction == "maximize" else (x > y):
+            return False
+        better = better or x != y
+    return better
+
+
+def changes(agg: Mapping[str, float | None] | None, baseline: Mapping[str, float | None] | None,
+            metrics: Sequence[str]) -> dict[str, dict[str, float | None]]:
+    """For each metric: the defaults' value, this trial's, and the relative change (None when unknown)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for m in metrics:
+        new, old = (agg or {}).get(m), (baseline or {}).get(m)
+        rel = (new - old) / abs(old) if new is not None and old not in (None, 0) else None  # type: ignore[operator]
+        out[m] = {"default": old, "tuned": new, "change": rel}
+    return out
+
+
 def best_result(study: optuna.Study, objectives: Sequence[Objective], scheduler: str,
-                fixed: Mapping[str, Any]) -> dict[str, Any]:
+                fixed: Mapping[str, Any], constraints: Sequence[Constraint] = ()) -> dict[str, Any]:
     """{"best": {...}} for one objective, {"pareto": [...]} for several; each entry with trial number,
-    values by objective, params (tuned + fixed) and the paste line."""
+    values by objective, params (tuned + fixed), the paste line and ``changes``: every objective's and
+    context metric's value at the defaults (the enqueued baseline trial), here, and the relative change.
+
+    With ``constraints`` only trials that keep every one can be best or on the front (a value that
+    buys OOO delay with goodput is not a win); ``constraints`` in the result says what was required
+    and how many complete trials kept it."""
+    done = _complete(study)
+    baseline_trial = next((t for t in done if t.user_attrs.get("baseline") == "defaults"), None)
+    baseline = baseline_trial.user_attrs.get("aggregate") if baseline_trial is not None else None
+    metrics = list(dict.fromkeys([*(o.metric for o in objectives), *_CONTEXT_METRICS,
+                                  *(c.metric for c in constraints)]))
+
     def entry(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
         params = dict(fixed) | dict(t.params)
+        agg = t.user_attrs.get("aggregate")
         return {"trial": t.number, "values": {o.name: v for o, v in zip(objectives, t.values, strict=True)},
                 "params": params, "param_line": param_line(scheduler, params),
-                "aggregate": t.user_attrs.get("aggregate"), "per_input": t.user_attrs.get("per_input")}
+                "aggregate": agg, "per_input": t.user_attrs.get("per_input"),
+                "changes": changes(agg, baseline, metrics)}
 
-    if not _complete(study):
-        return {"best": None, "pareto": []}
+    feasible = [t for t in done if all(c.ok(t.user_attrs.get("aggregate"), baseline) for c in constraints)]
+    out: dict[str, Any] = {"baseline": {"trial": baseline_trial.number if baseline_trial else None,
+                                        "aggregate": baseline}}
+    if constraints:
+        out["constraints"] = {"required": [c.describe(baseline) for c in constraints],
+                              "kept_by": len(feasible), "complete": len(done)}
+    if not done or not feasible:
+        return out | {"best": None, "pareto": []}
     if len(objectives) == 1:
-        return {"best": entry(study.best_trial)}
-    front = sorted(study.best_trials, key=lambda t: t.values[0])
-    return {"pareto": [entry(t) for t in front]}
+        o = objectives[0]
+        sign = -1.0 if o.direction == "maximize" else 1.0
+        best = min(feasible, key=lambda t: (sign * t.values[0], t.number))
+        return out | {"best": entry(best)}
+    front = [t for t in feasible if not any(_dominates(u.values, t.values, objectives) for u in feasible)]
+    front.sort(key=lambda t: (t.values[0], t.number))
+    return out | {"pareto": [entry(t) for t in front]}
+
+
+def change_lines(entry: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> list[str]:
+    """One line per metric of an entry's ``changes``: ``goodput (Mbit/s): 79.1 -> 49.0 (-38.1 %)``."""
+    lines = []
+    for m, c in (entry.get("changes") or {}).items():
+        old, new, rel = c.get("default"), c.get("tuned"), c.get("change")
+        f = lambda v: "–" if v is None else f"{v:.4g}"  # noqa: E731
+        pct = f" ({rel * 100:+.1f} %)" if rel is not None else ""
+        lines.append(f"{(labels or {}).get(m, m)}: {f(old)} -> {f(new)}{pct}")
+    return lines
 
 
 def figures(study: optuna.Study, objectives: Sequence[Objective], dims: Sequence[Dim]) -> list[tuple[str, Any]]:
@@ -173,11 +227,23 @@ def page(summary: Mapping[str, Any], evaluation: Evaluation | None, figs: Sequen
              f"{summary['trials']['finished']} finished ({summary['trials']['complete']} complete, "
              f"{summary['trials']['pruned']} pruned, {summary['trials']['failed']} failed); storage "
              f"<code>{html.escape(summary['storage'])}</code></p>"]
+    if summary.get("constraints"):
+        c = summary["constraints"]
+        parts.append(f"<p>constraints: {html.escape('; '.join(c['required']))} — kept by {c['kept_by']} of "
+                     f"{c['complete']} complete trials</p>")
+        if not summary.get("best") and not summary.get("pareto"):
+            parts.append("<p class='flag'>⚠ no trial keeps the constraints: no tuned value is better than "
+                         "the defaults</p>")
     if summary.get("best"):
         b = summary["best"]
         parts.append(f"<h2>Best (trial {b['trial']})</h2><p><code>{html.escape(b['param_line'])}</code></p>")
         parts.append(_table(["parameter", "tuned", "default"],
                             [[k, v, summary["defaults"].get(k)] for k, v in b["params"].items()]))
+        parts.append("<h3>Change of every objective against the defaults</h3>")
+        parts.append(_table(["metric", "defaults", "tuned", "change"],
+                            [[m, c.get("default"), c.get("tuned"),
+                              f"{c['change'] * 100:+.1f} %" if c.get("change") is not None else None]
+                             for m, c in (b.get("changes") or {}).items()]))
     if summary.get("pareto"):
         parts.append(f"<h2>Pareto front ({len(summary['pareto'])} trials)</h2>")
         keys = sorted({k for e in summary["pareto"] for k in e["params"]})

@@ -16,7 +16,7 @@ import optuna
 
 from workbench.errors import InputError
 from workbench.tune.evaluate import Candidate, Evaluation, evaluate
-from workbench.tune.inputs import inputs_key, load_inputs
+from workbench.tune.inputs import TuneInput, inputs_key, load_inputs
 from workbench.tune.objective import Aggregate, MetricMissing, Objective, TrialObjective, resolve_objectives
 from workbench.tune.output import best_result, write_outputs
 from workbench.tune.space import Dim, default_in_space, default_params, search_space, space_key
@@ -52,6 +52,7 @@ class TuneSettings:
     heartbeat_s: float = 10.0
     evaluate: bool = True
     html: bool = True
+    constraints: Sequence[Any] = ()     # `Constraint`s the best value must keep (goodput >= 0.95 x defaults)
 
 
 @dataclass
@@ -121,7 +122,9 @@ def run_tuning(s: TuneSettings, cb: Callbacks | None = None) -> TuneOutcome:
     defaults_all = default_params(s.scheduler) | fixed
     tuned_defaults = {d.name: d.default for d in dims}
 
-    inputs = load_inputs(list(s.inputs), workload=s.workload, duration_ns=s.duration_ns)
+    # Ready-made `TuneInput`s (the page's one replay setup) are tuned as they are.
+    inputs = (list(s.inputs) if s.inputs and all(isinstance(i, TuneInput) for i in s.inputs)  # type: ignore[misc]
+              else load_inputs(list(s.inputs), workload=s.workload, duration_ns=s.duration_ns))
     holdout = load_inputs(list(s.holdout), workload=s.workload, duration_ns=s.duration_ns) if s.holdout else []
     if any(o.name == "completion" for o in objectives):
         endless = [i.label for i in [*inputs, *holdout] if not i.finite]
@@ -163,7 +166,7 @@ def run_tuning(s: TuneSettings, cb: Callbacks | None = None) -> TuneOutcome:
     stats = run_until(study, objective, s.n_trials, timeout_s=s.timeout_s, heartbeat_s=s.heartbeat_s,
                       catch=(MetricMissing,), on_progress=progress)
 
-    best = best_result(study, objectives, s.scheduler, fixed)
+    best = best_result(study, objectives, s.scheduler, fixed, list(s.constraints))
     summary: dict[str, Any] = {
         "scheduler": s.scheduler, "study": name, "storage": storage_text,
         "objectives": [{"name": o.name, "metric": o.metric, "direction": o.direction} for o in objectives],

@@ -37,7 +37,7 @@ __all__ = [
 
 Kind = Literal["float", "int", "categorical"]
 
-# Declared choices that select *which model* runs (kernel code vs. paper, DESIGN.md "Schedulers"), not
+# Declared choices that select *which model* runs (kernel code vs. paper, docs/MODEL.md Part B), not
 # a knob of it: tuned only when named with --tune.
 NOT_TUNED_BY_DEFAULT = frozenset({"variant"})
 

@@ -76,6 +76,10 @@ def resolve_storage(storage: str | None, out_dir: Path) -> tuple[Any, str]:
                                "postgresql://..., mysql+pymysql://...) or a journal file (journal:PATH)")
     kw: dict[str, Any] = {}
     lock_path: Path | None = None
+    text = _without_password(storage)
+    if storage.startswith(("postgresql", "postgres")):
+        # An unreachable server fails in seconds, not after the operating system's TCP timeout.
+        kw = {"connect_args": {"connect_timeout": 10}}
     if storage.startswith("sqlite"):
         # Several local workers share one SQLite file: wait for the write lock instead of failing
         # with "database is locked" (the default timeout is 5 s).
@@ -89,7 +93,7 @@ def resolve_storage(storage: str | None, out_dir: Path) -> tuple[Any, str]:
             with _file_lock(lock_path):
                 return RDBStorage(storage, engine_kwargs=kw), text
         except ImportError as e:
-            raise InputError(None, f"--storage {storage!r}: database driver missing ({e})") from None
+            raise InputError(None, f"--storage {text!r}: database driver missing ({e})") from None
         except Exception as e:  # sqlalchemy errors: bad URL, unreachable server, a creation race
             # Workers started together on a new database race to create its tables (and alembic's
             # version row); the loser fails with one of these and succeeds on the next try.
@@ -98,8 +102,19 @@ def resolve_storage(storage: str | None, out_dir: Path) -> tuple[Any, str]:
             if racy and attempt < 5:
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            raise InputError(None, f"--storage {storage!r}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+            first = str(e).splitlines()[0] if str(e) else ""
+            raise InputError(None, f"--storage {text!r}: {type(e).__name__}: {first}") from None
     raise AssertionError("unreachable")
+
+
+def _without_password(url: str) -> str:
+    """The URL as shown in messages and records: a password in it is masked."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not an URL sqlalchemy understands: it fails with its own message later
+        return url
 
 
 @contextlib.contextmanager

@@ -9,8 +9,10 @@ from typing import Any
 import polars as pl
 
 __all__ = [
+    "ERROR_METRICS",
     "RESULT_COLUMNS",
     "connections_table",
+    "error_table",
     "metrics_csv",
     "owd_table",
     "paths_table",
@@ -86,12 +88,16 @@ def timelines_table(tls: Any) -> pl.DataFrame:
     return _round(pl.DataFrame(rows, infer_schema_length=None))
 
 
-def results_table(rows: Sequence[dict[str, Any]], paths: Sequence[str] = ()) -> pl.DataFrame:
-    """Observed vs. predicted: one row per source (observed first), headline metrics and the share
-    of each path."""
+def results_table(rows: Sequence[dict[str, Any]], paths: Sequence[str] = (), *, made_with: str | None = None
+                  ) -> pl.DataFrame:
+    """Observed vs. predicted: one row per source (observed first), what the row is (``role``: the
+    observed run, the capture's own scheduler, or a what-if), the scheduler's parameters, headline
+    metrics and the share of each path."""
     out = []
     for r in rows:
-        d: dict[str, Any] = {"source": r["source"]}
+        role = ("observed" if r.get("kind") == "observed" else
+                "capture's own scheduler" if made_with is not None and r["source"] == made_with else "what-if")
+        d: dict[str, Any] = {"source": r["source"], "role": role, "params": r.get("params") or ""}
         for key, header in RESULT_COLUMNS:
             v = r.get(key)
             d[header] = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
@@ -99,8 +105,36 @@ def results_table(rows: Sequence[dict[str, Any]], paths: Sequence[str] = ()) -> 
             v = r.get(f"share_{p}")
             d[f"share {p}"] = float(v) if v is not None else None
         out.append(d)
-    schema = {"source": pl.String} | {h: pl.Float64 for _, h in RESULT_COLUMNS} | {f"share {p}": pl.Float64
-                                                                                  for p in paths}
+    schema = ({"source": pl.String, "role": pl.String, "params": pl.String}
+              | {h: pl.Float64 for _, h in RESULT_COLUMNS} | {f"share {p}": pl.Float64 for p in paths})
+    return _round(pl.DataFrame(out, schema=schema))
+
+
+# Metrics whose replayed value is compared with the observed one (the trust table), with headers.
+ERROR_METRICS: list[tuple[str, str]] = [("goodput_mbps", "goodput Mbit/s"), ("completion_s", "completion s"),
+                                        ("ooo_p50_ms", "OOO p50 ms"), ("ooo_p95_ms", "OOO p95 ms"),
+                                        ("ooo_mean_ms", "OOO mean ms")]
+
+
+def error_table(rows: Sequence[dict[str, Any]], made_with: str, paths: Sequence[str] = ()) -> pl.DataFrame:
+    """The replay of the capture's own scheduler against the observed run: per metric the observed
+    and replayed value, the error (replayed - observed) and the error relative to the observed value.
+    Empty when either row is missing."""
+    obs = next((r for r in rows if r.get("kind") == "observed"), None)
+    rep = next((r for r in rows if r.get("kind") != "observed" and r["source"] == made_with), None)
+    schema = {"metric": pl.String, "observed": pl.Float64, f"replayed ({made_with})": pl.Float64,
+              "error": pl.Float64, "error %": pl.Float64}
+    if obs is None or rep is None:
+        return pl.DataFrame(schema=schema)
+    keys = [*ERROR_METRICS, *((f"share_{p}", f"share {p}") for p in paths)]
+    out = []
+    for key, header in keys:
+        o, r = obs.get(key), rep.get(key)
+        o = float(o) if isinstance(o, int | float) and not isinstance(o, bool) else None
+        r = float(r) if isinstance(r, int | float) and not isinstance(r, bool) else None
+        err = r - o if o is not None and r is not None else None
+        out.append({"metric": header, "observed": o, f"replayed ({made_with})": r, "error": err,
+                    "error %": err / abs(o) * 100 if err is not None and o else None})
     return _round(pl.DataFrame(out, schema=schema))
 
 

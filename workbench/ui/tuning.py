@@ -1,12 +1,13 @@
-"""The Tune tab's work: a tuning study (`workbench.tune.run_tuning`) on exactly the path timelines the
-Replay tab replays (what-if edits included), and the figures of its trials.
+"""The Tune tab's work: a tuning study (`workbench.tune.run_tuning`) on exactly what the Replay tab
+replays: the same `ReplaySetup` (paths with what-if edits, workload, connection settings read off the
+capture, duration cap and seed, built by `workbench.ui.work.replay_setup`), handed to the tuner as a
+ready-made `TuneInput`. So the defaults' trial of a study reports the numbers the Replay tab shows for
+that scheduler (tested); there is no second way of building a replay here.
 
-The tuning library takes inputs as files, so the edited timelines are saved (`save_timelines`,
-parquet) in the session's private folder under a name derived from their key; the study lives in a
-SQLite file beside it, named by the settings, so running the same study again resumes it (the
-finished trials count) instead of starting over. Known difference to the Replay tab: a timelines
-input is replayed with the engine's default connection settings (MSS 1424, no join delay), not the
-ones read off the capture.
+The study lives in a SQLite file in the session's private folder, named by the settings, so running
+the same study again resumes it (the finished trials count) instead of starting over. A goodput
+constraint (default: keep 95 % of the defaults' goodput) stops a value that buys OOO delay with
+goodput from being called the best.
 """
 
 from __future__ import annotations
@@ -21,51 +22,63 @@ import polars as pl
 
 from workbench.errors import InputError
 
-__all__ = ["OBJECTIVE_CHOICES", "history_figure", "pareto_figure", "run_study", "workload_text"]
+__all__ = ["OBJECTIVE_CHOICES", "best_params", "change_text", "changes_table", "history_figure", "pareto_figure", "run_study"]
 
 # name -> label, as `workbench.tune.objective.OBJECTIVES` (read from there when it is importable).
 OBJECTIVE_CHOICES: dict[str, str] = {"ooo_p95": "OOO delay p95 (ms)", "goodput": "goodput (Mbit/s)",
                                      "ooo_mean": "OOO delay mean (ms)", "completion": "completion time (s)"}
+METRIC_LABELS: dict[str, str] = {}
 try:
     from workbench.tune.objective import OBJECTIVES as _OBJ
 
     OBJECTIVE_CHOICES = {k: o.label for k, o in _OBJ.items()}
+    METRIC_LABELS = {o.metric: o.label for o in _OBJ.values()}
 except Exception:  # the tuning package is optional for the rest of the page
     pass
 
 
-def workload_text(kind: str, size_bytes: int | None) -> str:
-    """The tuning library's workload syntax: ``bulk`` or ``finite:BYTES``."""
-    if kind in ("captured", "finite") and size_bytes:
-        return f"finite:{int(size_bytes)}"
-    return "bulk"
-
-
-def run_study(folder: Path, tls: Any, timelines_key: str, scheduler: str, objectives: Sequence[str],
-              n_trials: int, *, workload: str, duration_ns: int | None, seed: int = 0,
+def run_study(folder: Path, setup: Any, setup_key: str, label: str, scheduler: str, objectives: Sequence[str],
+              n_trials: int, *, min_goodput: float | None = 0.95,
               on_trials: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
-    """Run (or resume) a study; returns {summary, trials (polars), objectives, scheduler}."""
-    from workbench.timeline import save_timelines
+    """Run (or resume) a study on ``setup``; returns {summary, trials (polars), objectives, scheduler}."""
     from workbench.tune import Callbacks, TuneSettings, run_tuning
+    from workbench.tune.inputs import TuneInput
+    from workbench.tune.objective import parse_constraint
 
     if not objectives:
         raise InputError(None, "pick at least one objective")
     if n_trials < 1:
         raise InputError(None, "the number of trials must be >= 1")
-    tl_file = folder / f"timelines-{timelines_key[:16]}.parquet"
-    if not tl_file.is_file():
-        save_timelines(tls, tl_file)
-    doc = [timelines_key, scheduler, list(objectives), workload, duration_ns, seed]
+    constraints = [parse_constraint("goodput", "min", str(min_goodput))] if min_goodput else []
+    doc = [setup_key, scheduler, list(objectives), min_goodput]
     study_key = hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
     out_dir = folder / f"tune-{study_key}"
-    outcome = run_tuning(TuneSettings(inputs=[str(tl_file)], scheduler=scheduler, out_dir=out_dir,
-                                      objectives=list(objectives), n_trials=int(n_trials), seed=seed,
-                                      workload=workload, duration_ns=duration_ns, evaluate=False, html=False,
-                                      study=f"ui-{study_key}"),
+    inp = TuneInput(label=label, source=label, paths=list(setup.paths), workload=setup.workload, conn=setup.conn,
+                    duration_ns=int(setup.duration_ns), meta={"kind": "page"})
+    outcome = run_tuning(TuneSettings(inputs=[inp], scheduler=scheduler, out_dir=out_dir,
+                                      objectives=list(objectives), n_trials=int(n_trials), seed=0,
+                                      replay_seed=int(setup.seed), evaluate=False, html=False,
+                                      study=f"ui-{study_key}", constraints=constraints),
                          Callbacks(on_trials=on_trials))
     trials_file = outcome.files.get("trials_parquet")
     trials = pl.read_parquet(trials_file) if trials_file and Path(trials_file).is_file() else pl.DataFrame()
     return {"summary": outcome.summary, "trials": trials, "objectives": list(objectives), "scheduler": scheduler}
+
+
+def change_text(entry: dict[str, Any]) -> list[str]:
+    """The same as `changes_table`, one line per metric (``OOO delay p95 (ms): 58.2 -> 40.1 (-31.1 %)``)."""
+    from workbench.tune.output import change_lines
+
+    return change_lines(entry, METRIC_LABELS)
+
+
+def changes_table(entry: dict[str, Any]) -> pl.DataFrame:
+    """Every objective's and context metric's value at the defaults and at ``entry``, with the change."""
+    rows = [{"metric": METRIC_LABELS.get(m, m), "defaults": c.get("default"), "tuned": c.get("tuned"),
+             "change %": c["change"] * 100 if c.get("change") is not None else None}
+            for m, c in (entry.get("changes") or {}).items()]
+    return pl.DataFrame(rows, schema={"metric": pl.String, "defaults": pl.Float64, "tuned": pl.Float64,
+                                      "change %": pl.Float64}).with_columns(pl.col(pl.Float64).round(3))
 
 
 def best_params(result: dict[str, Any]) -> dict[str, Any] | None:

@@ -33,20 +33,29 @@ __all__ = [
     "FINITE_CAP_FACTOR",
     "RCV_BUF_DEFAULT",
     "ConnSpec",
+    "ReplaySetup",
     "ReplaySpec",
     "Source",
     "WhatIf",
     "WorkloadSpec",
+    "as_download",
     "bundled_sources",
+    "capture_view_json",
     "compute_replay",
     "connection_config",
     "file_key",
     "fill_notes",
+    "load_capture",
+    "load_overview",
     "load_source",
     "observed_source",
+    "params_text",
     "replay_plan",
     "replay_scheduler",
+    "replay_setup",
+    "sent_bytes",
     "source_timelines",
+    "trust_warnings",
     "whatif_timelines",
 ]
 
@@ -146,6 +155,33 @@ def _load_cached(key: str, connection: int | None, _source: Source) -> tuple[Any
     return compute_load(_source, connection)
 
 
+@st.cache_resource(show_spinner=False, max_entries=8, ttl=3600)
+def _capture_cached(key: str, _source: Source) -> Any:
+    from workbench.capture import load
+
+    src: Any = _source.files[0] if len(_source.files) == 1 else list(_source.files)
+    return load(src, peer=_source.peer, path_names=dict(_source.path_names) or None)
+
+
+def load_capture(source: Source) -> Any:
+    """The `Capture` of ``source`` (no metrics yet: the page draws the path timelines first), cached
+    by its content key."""
+    return _capture_cached(source.key, source)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16, ttl=3600)
+def _overview_cached(key: str, conn: int, _cap: Any) -> dict[str, Any]:
+    from workbench.inspect import inspect_loaded
+
+    return inspect_loaded(_cap, connection=conn)
+
+
+def load_overview(source: Source, cap: Any, conn: int) -> dict[str, Any]:
+    """The inspect dict of one connection (`workbench.inspect.inspect_loaded`), cached by the source's
+    key and the connection."""
+    return _overview_cached(source.key, conn, cap)
+
+
 def load_source(source: Source, connection: int | None = None) -> tuple[Any, dict[str, Any]]:
     """(`Capture`, inspect dict) of ``source``, cached by its content key."""
     return _load_cached(source.key, connection, source)
@@ -155,10 +191,40 @@ def load_source(source: Source, connection: int | None = None) -> tuple[Any, dic
 # Timelines and what-if edits
 
 def compute_timelines(cap: Any, conn: int) -> Any:
-    """Path timelines estimated from the connection's packets (`estimate_timelines`)."""
+    """Path timelines estimated from the connection's packets (`estimate_timelines`); a connection
+    whose data flows client -> server (an upload) is turned around (`as_download`), since a replay
+    sends its data down the paths."""
+    import polars as pl
+
     from workbench.timeline import estimate_timelines
 
-    return estimate_timelines(cap.connection(conn))
+    ev = cap.connection(conn)
+    tls = estimate_timelines(ev)
+    data = ev.filter(pl.col("payload_bytes") > 0)
+    up = int(data.filter(pl.col("dir") == "c2s")["payload_bytes"].sum() or 0)
+    down = int(data.filter(pl.col("dir") == "s2c")["payload_bytes"].sum() or 0)
+    return as_download(tls) if up > down else tls
+
+
+def as_download(tls: Any) -> Any:
+    """``tls`` with every path's directions swapped (capacity, delay, loss, buffer): an upload's
+    uplink becomes the replay's downlink, which is where a replay sends its data."""
+    import dataclasses
+
+    from workbench.timeline import Timelines
+
+    def swap(name: str) -> str:
+        return name.replace("_down", "_tmp").replace("_up", "_down").replace("_tmp", "_up")
+
+    out = []
+    for tl in tls.values():
+        steps = tl.steps.rename({c: swap(c) for c in tl.steps.columns if "_down" in c or "_up" in c})
+        out.append(dataclasses.replace(
+            tl, steps=steps.select(tl.steps.columns), buffer_down_bytes=tl.buffer_up_bytes,
+            buffer_up_bytes=tl.buffer_down_bytes, buffer_down_src=tl.buffer_up_src, buffer_up_src=tl.buffer_down_src,
+            notes=(*tl.notes, "directions swapped: the capture's data flows client -> server (an upload), "
+                              "replayed as the data direction of the path")))
+    return Timelines(out)
 
 
 @st.cache_resource(show_spinner=False, max_entries=16, ttl=3600)
@@ -313,9 +379,15 @@ def replay_plan(cap: Any, conn: int, overview: dict[str, Any], wl: WorkloadSpec)
     finite_cap = max(FINITE_CAP_FACTOR * span_ns, 30_000_000_000)
     delivered = overview["detail"]["metrics"].get("delivered_bytes")
     if wl.kind == "captured":
-        if not delivered:
-            raise InputError(cap.source, "no data delivered in order in this capture: pick another workload")
-        return Finite(size_bytes=int(delivered)), finite_cap, wl.describe(int(delivered))
+        if delivered:
+            return Finite(size_bytes=int(delivered)), finite_cap, wl.describe(int(delivered))
+        # Taken at the sender only: no receiver-side rows say what was delivered, but what the
+        # sender put on the wire for the first time is the same amount for a transfer that ended.
+        sent = sent_bytes(cap, conn, overview)
+        if not sent:
+            raise InputError(cap.source, "no data sent or delivered in this capture: pick another workload")
+        return Finite(size_bytes=sent), finite_cap, (f"finite {sent} bytes (sent in the capture; the "
+                                                     "receiver's side was not captured)")
     if wl.kind == "bulk":
         if wl.seconds <= 0:
             raise InputError(None, "the bulk transfer needs a positive duration")
@@ -334,22 +406,71 @@ def replay_plan(cap: Any, conn: int, overview: dict[str, Any], wl: WorkloadSpec)
     raise InputError(None, f"unknown workload {wl.kind!r}")
 
 
-def compute_replay(tls: Any, spec: ReplaySpec, workload: Any, duration_ns: int, cfg: Any) -> dict[str, Any]:
-    """Replay ``tls`` with one scheduler; returns the metrics row (`summarize`) and the figure series
-    (`workbench.report.figures.source_data`), plain data."""
-    from workbench.metrics import summarize
-    from workbench.replay import run_replay
-    from workbench.report.figures import source_data
-    from workbench.schedulers import get
+@dataclass(frozen=True)
+class ReplaySetup:
+    """Everything a replay needs besides the scheduler: the engine's paths, workload, connection
+    settings, duration cap and seed, with the workload described in words. The Replay tab and the
+    Tune tab both replay exactly this (`replay_setup` is the one place it is built), so a scheduler
+    with the same parameters gives the same numbers in both."""
+
+    paths: tuple[Any, ...]
+    workload: Any
+    conn: Any
+    duration_ns: int
+    seed: int
+    workload_text: str
+    notes: tuple[str, ...] = ()
+
+    def run(self, scheduler: str, params: Any = ()) -> Any:
+        """One replay of this setup with ``scheduler(**params)`` (the engine's `ReplayResult`)."""
+        from workbench.replay import run_replay
+        from workbench.schedulers import get
+
+        return run_replay(list(self.paths), get(scheduler, **dict(params)), workload=self.workload,
+                          conn=self.conn, seed=self.seed, duration_ns=self.duration_ns)
+
+
+def replay_setup(cap: Any, conn: int, overview: dict[str, Any], tls: Any, wl: WorkloadSpec,
+                 cs: ConnSpec) -> ReplaySetup:
+    """The one function that turns the page's inputs (capture, timelines with what-if, workload and
+    connection settings) into what is replayed; see `ReplaySetup`."""
     from workbench.timeline import to_path_configs
 
+    workload, duration_ns, text = replay_plan(cap, conn, overview, wl)
+    cfg, notes = connection_config(cap, conn, cs)
     paths = to_path_configs(tls, duration_ns=duration_ns, default_owd_ns=DEFAULT_OWD_NS)
-    r = run_replay(paths, get(spec.scheduler, **dict(spec.params)), workload=workload, conn=cfg,
-                   seed=spec.conn.seed, duration_ns=duration_ns)
-    row = {"source": spec.scheduler, "kind": "scheduler"} | dict(summarize(r.events, r.samples))
+    return ReplaySetup(tuple(paths), workload, cfg, int(duration_ns), int(cs.seed), text, tuple(notes))
+
+
+def sent_bytes(cap: Any, conn: int, overview: dict[str, Any]) -> int:
+    """Data bytes the sender sent once (no retransmissions, no reinjections), as seen at the sender."""
+    import polars as pl
+
+    ev = cap.connection(conn)
+    data_dir = overview["detail"]["data_dir"]
+    first = ev.filter((pl.col("dir") == data_dir) & (pl.col("point") == "snd") & ~pl.col("is_retrans")
+                      & ~pl.col("is_reinject"))
+    return int(first["payload_bytes"].sum() or 0)
+
+
+def compute_replay(setup: ReplaySetup, spec: ReplaySpec) -> dict[str, Any]:
+    """Replay ``setup`` with one scheduler; returns the metrics row (`summarize`, plus the scheduler's
+    parameters) and the figure series (`workbench.report.figures.source_data`), plain data."""
+    from workbench.metrics import summarize
+    from workbench.report.figures import source_data
+
+    r = setup.run(spec.scheduler, spec.params)
+    row = {"source": spec.scheduler, "kind": "scheduler", "params": params_text(spec.params)}
+    row |= dict(summarize(r.events, r.samples))
     row["completed"] = bool(r.summary.get("completed"))
     return {"row": row, "figures": source_data(spec.scheduler, "scheduler", r.events, r.samples, None, _MAX_POINTS),
             "wall_s": float(r.summary.get("wall_s") or 0.0)}
+
+
+def params_text(params: Any) -> str:
+    """``name=value`` pairs of a scheduler's parameters, as they are recorded in tables and CSVs."""
+    items = sorted(dict(params).items())
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
 
 
 def fill_notes(tls: Any) -> list[str]:
@@ -368,15 +489,14 @@ def fill_notes(tls: Any) -> list[str]:
 
 
 @st.cache_data(show_spinner=False, max_entries=128, ttl=3600)
-def _replay_cached(key: str, _tls: Any, _spec: ReplaySpec, _workload: Any, duration_ns: int, _cfg: Any
-                   ) -> dict[str, Any]:
-    return compute_replay(_tls, _spec, _workload, duration_ns, _cfg)
+def _replay_cached(key: str, _setup: ReplaySetup, _spec: ReplaySpec) -> dict[str, Any]:
+    return compute_replay(_setup, _spec)
 
 
-def replay_scheduler(timelines_key: str, tls: Any, spec: ReplaySpec, workload: Any, duration_ns: int,
-                     cfg: Any) -> dict[str, Any]:
-    """`compute_replay`, cached by (timelines key, scheduler, parameters, workload, connection)."""
-    return _replay_cached(spec.key(timelines_key), tls, spec, workload, duration_ns, cfg)
+def replay_scheduler(timelines_key: str, setup: ReplaySetup, spec: ReplaySpec) -> dict[str, Any]:
+    """`compute_replay`, cached by (timelines key, scheduler, parameters, workload, connection): the
+    setup is a function of exactly those (`replay_setup`)."""
+    return _replay_cached(spec.key(timelines_key), setup, spec)
 
 
 def compute_observed(cap: Any, conn: int) -> dict[str, Any]:
@@ -397,3 +517,44 @@ def _observed_cached(key: str, conn: int, _cap: Any) -> dict[str, Any]:
 def observed_source(source: Source, cap: Any, conn: int) -> dict[str, Any]:
     """`compute_observed`, cached by the source's key."""
     return _observed_cached(source.key, conn, cap)
+
+
+def trust_warnings(source: Source, warnings: Sequence[str], tls: Any) -> list[str]:
+    """What limits every replayed number of this input, one sentence each: the timelines' caveats
+    (single vantage point, assumed values, lower-bound buffers, missing subflows, ...; see
+    `workbench.timeline.Caveat`) and, where the timelines carry none yet, what the page can tell itself:
+    one vantage point, assumed values in the notes, subflows the capture misses."""
+    out: list[str] = []
+    caveats = list(getattr(tls, "caveats", None) or []) if tls is not None else []
+    out.extend(str(c) for c in caveats)
+    kinds = {getattr(c, "kind", "") for c in caveats}
+    if source.peer is None and "single_vantage" not in kinds:
+        out.append("one vantage point (no peer capture): one-way delays, queueing and losses of the paths are "
+                   "estimated from one end, and every replayed delay depends on them")
+    if "assumed" not in kinds and tls is not None:
+        out.extend(f"{tl.name}: {n}" for tl in tls.values() for n in tl.notes if "assum" in n)
+    if "missing_subflows" not in kinds:
+        out.extend(w for w in warnings if "subflow" in w and ("missing" in w or "no counterpart" in w
+                                                              or "not in" in w))
+    return list(dict.fromkeys(out))
+
+
+@st.cache_data(show_spinner=False, max_entries=16, ttl=3600)
+def _capture_view_cached(key: str, conn: int, truth_key: tuple[tuple[str, str], ...], lab_folder: str | None,
+                         _truth: tuple[tuple[str, str], ...], _cap: Any, _tls: Any) -> str:
+    from workbench.report.capture_views import capture_view_data, capture_view_figure, lab_truth, read_truth
+
+    truth = [read_truth(f, path_name=p) for f, p in _truth]
+    if lab_folder and not truth:
+        truth = lab_truth(lab_folder, list(_tls))
+    data = capture_view_data(_cap.connection(conn), conn, timelines=_tls, truth=truth)
+    return str(capture_view_figure(data, title="").to_json())
+
+
+def capture_view_json(source: Source, cap: Any, conn: int, tls: Any, truth: tuple[tuple[str, str], ...] = (),
+                      *, lab_folder: str | None = None) -> str:
+    """The capture views (`workbench.report.capture_views`) as plotly JSON, cached by the source's
+    key, the connection and the ground-truth files (by content). ``lab_folder``: a bundled lab run's
+    folder, whose ``rate<N>.csv`` / ``owd<N>.csv`` are overlaid when no file is given."""
+    truth_key = tuple((file_key(f), p) for f, p in truth)
+    return _capture_view_cached(source.key, conn, truth_key, lab_folder, tuple(truth), cap, tls)

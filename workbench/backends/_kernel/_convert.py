@@ -84,12 +84,12 @@ def _stack(st: StackProfile, notes: list[str]) -> StackPlan:
     if st.name != "linux-upstream":
         notes.append(f"stack profile {st.name!r}: this kernel is upstream Linux; only its sysctl/socket "
                      "settings are applied")
-    for key, what in (("mptcp_ooo_quickack", "quick-ACK on MPTCP reordering (out-of-tree)"),
-                      ("hystart", "CUBIC hystart (a global module parameter, left as is)"),
-                      ("delack_min_ms", "the delayed-ACK minimum"), ("advmss", "the segment size"),
-                      ("frame_overhead_bytes", "the frame overhead")):
+    for key, what in (("mptcp_ooo_quickack", "no quick-ACK on MPTCP reordering, that is out-of-tree"),
+                      ("hystart", "CUBIC hystart is a global module parameter, left as is"),
+                      ("delack_min_ms", "its own delayed-ACK minimum"), ("advmss", "its own segment size from the MTU"),
+                      ("frame_overhead_bytes", "real headers on the wire")):
         if getattr(st, key) != getattr(default, key):
-            notes.append(f"stack {key}={getattr(st, key)!r}: not applied, the kernel uses its own {what}")
+            notes.append(f"stack {key}={getattr(st, key)!r}: not applied here (kernel: {what})")
     sysctls = [("net.ipv4.tcp_moderate_rcvbuf", "1" if st.tcp_moderate_rcvbuf else "0")]
     route: dict[str, str] = {}
     if st.initcwnd != default.initcwnd:

@@ -1,30 +1,77 @@
 """How well the emulation hit its targets, per 100 ms bin: the rate delivered while the bottleneck was
-saturated against the rate programmed, and the delay added (at low queue) against the delay
-programmed. Pure functions over timestamps; the inputs are either the UDP probe's records or a lab
-run's PacketEvents (a capture pair gives every packet's one-way delay).
+saturated against the rate in force, and the delay added (at low queue) against the delay in force.
+Pure functions over timestamps; the inputs are either the UDP probe's records or a lab run's
+PacketEvents (a capture pair gives every packet's one-way delay).
 
-A bin is judged only when one programmed value held through it: bins overlapping a change (from when
-it was planned to when it took effect, a ramp included) and the bin after it are left out.
+"In force" is the schedule as applied: a rate step counts from when its ``tc`` command returned, a
+delay decrease follows the delay line's ramp. How late the changes went out is a figure of its own
+(`schedule_lag`). The first bin (queues filling, programs starting) is not judged.
 
 Rate in a bin is measured from the frames received in it as bytes after the first / time from the
-first to the last, which does not suffer from whole-frame quantisation at the bin edges.
+first to the last, which does not suffer from whole-frame quantisation at the bin edges, against the
+time-weighted rate in force over the same span.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from workbench.backends._kernel.shaping import Series, _value_at
+from workbench.backends._kernel.shaping import Series
 
-__all__ = ["TARGETS", "capture_accuracy", "delay_bins", "rate_bins", "read_probe", "summarize_accuracy"]
+__all__ = ["TARGETS", "InForce", "capture_accuracy", "delay_bins", "rate_bins", "read_probe", "schedule_lag",
+           "summarize_accuracy"]
 
 # The run's emulation is flagged when it missed these (issue 12): median error per bin.
 TARGETS = {"rate_err_p50": 0.02, "delay_err_p50_ms": 0.5}
 _FRAME_BITS = 1514 * 8
+
+
+@dataclass(frozen=True)
+class InForce:
+    """A programmed series as it was in force: steps moved to when they were applied, and linear
+    ramps ``(t_start, t_end, from, to)`` where the delay line ramped a decrease."""
+
+    t_ns: np.ndarray
+    values: np.ndarray
+    ramps: tuple[tuple[int, int, float, float], ...] = ()
+
+    @classmethod
+    def of(cls, s: Series, *, applied: Sequence[tuple[int, int]] = (),
+           ramps: Sequence[tuple[int, int, float, float]] = ()) -> InForce:
+        """``applied``: (planned, applied) times of the steps after 0 (in order); missing ones count as
+        on time."""
+        moved = dict(applied)
+        t = [0 if i == 0 else moved.get(ti, ti) for i, ti in enumerate(s[0])]
+        return cls(np.asarray(t, dtype=np.int64), np.asarray(s[1], dtype=float),
+                   tuple((int(a), int(b), float(f), float(to)) for a, b, f, to in ramps if b > a))
+
+    def at(self, t_ns: np.ndarray) -> np.ndarray:
+        t = np.asarray(t_ns, dtype=np.int64)
+        v = self.values[np.clip(np.searchsorted(self.t_ns, t, side="right") - 1, 0, None)]
+        for a, b, f, to in self.ramps:
+            inside = (t >= a) & (t < b)
+            v = np.where(inside, f + (to - f) * (t - a) / (b - a), v)
+        return v
+
+    def mean(self, a_ns: np.ndarray, b_ns: np.ndarray) -> np.ndarray:
+        """Time-weighted mean over [a, b] (steps only; used for rates)."""
+        edges = self.t_ns
+        vals = self.values
+
+        def integral(x: np.ndarray) -> np.ndarray:
+            i = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, None)
+            seg = np.concatenate([[0.0], np.cumsum(vals[:-1] * np.diff(edges))])
+            return seg[i] + vals[i] * (x - edges[i])
+
+        a, b = np.asarray(a_ns, dtype=np.int64), np.asarray(b_ns, dtype=np.int64)
+        span = np.maximum(b - a, 1)
+        return (integral(b) - integral(a)) / span
 
 
 def read_probe(path: Path) -> pl.DataFrame:
@@ -34,73 +81,60 @@ def read_probe(path: Path) -> pl.DataFrame:
     return pl.DataFrame({k: raw[k] for k in ("seq", "t_tx_ns", "t_rx_ns", "size_bytes")}).sort("t_rx_ns")
 
 
-def _excluded(n_bins: int, bin_ns: int, spans: Sequence[tuple[int, int]]) -> np.ndarray:
-    bad = np.zeros(n_bins, dtype=bool)
-    bad[:1] = True  # the first bin: queues filling, processes starting
-    for a, b in spans:
-        lo, hi = int(min(a, b) // bin_ns), int(max(a, b) // bin_ns) + 1  # + the bin after
-        bad[max(lo, 0):min(hi + 1, n_bins)] = True
-    return bad
-
-
-def rate_bins(t_ns: pl.Series, frame_bytes: pl.Series, programmed: Series, *, bin_ns: int, end_ns: int,
-              changes_ns: Sequence[int] = (), start_ns: int = 0, owd_ns: pl.Series | None = None,
-              programmed_owd: Series | None = None) -> pl.DataFrame:
-    """Rate delivered per bin (receive times ``t_ns`` relative to t0, Ethernet frame sizes) against the
-    programmed rate. With the packets' one-way delays (``owd_ns``, ``programmed_owd``) only saturated
-    bins are kept: every packet of the bin, the first included, waited behind at least two full
-    frames (its one-way delay exceeds the programmed delay by two frame times), so the link never
+def rate_bins(t_ns: pl.Series, frame_bytes: pl.Series, rate: InForce, *, bin_ns: int, end_ns: int,
+              owd_ns: pl.Series | None = None, owd: InForce | None = None) -> pl.DataFrame:
+    """Rate delivered per bin (receive times ``t_ns`` from t0, Ethernet frame sizes) against the rate
+    in force. With the packets' one-way delays (``owd_ns`` and the delay in force ``owd``) only
+    saturated bins are kept: every packet of the bin, the first included, waited behind at least two
+    full frames (its one-way delay exceeds the delay in force by two frame times), so the link never
     idled. Columns: bin, t_ns, n, delivered_bps, programmed_bps, rel_err."""
-    n_bins = int((end_ns - start_ns) // bin_ns)
-    spans = [(t, t) for t in programmed[0] if t > 0] + [(t, t) for t in changes_ns]
-    planned = [t for t in programmed[0] if t > 0]
-    spans += [(p, a) for p, a in zip(sorted(planned), sorted(changes_ns), strict=False)]
-    bad = _excluded(n_bins, bin_ns, [(a - start_ns, b - start_ns) for a, b in spans])
-    df = pl.DataFrame({"t": t_ns.cast(pl.Int64), "b": frame_bytes.cast(pl.Int64)}).with_columns(
-        bin=((pl.col("t") - start_ns) // bin_ns))
-    if owd_ns is not None and programmed_owd is not None:
-        t_list = df["t"].to_list()
-        extra = np.array([_value_at(programmed_owd, t) + 2 * _FRAME_BITS / _value_at(programmed, t) * 1e9
-                          for t in t_list])
+    t = t_ns.cast(pl.Int64).to_numpy()
+    df = pl.DataFrame({"t": t, "b": frame_bytes.cast(pl.Int64).to_numpy()}).with_columns(bin=pl.col("t") // bin_ns)
+    if owd_ns is not None and owd is not None:
+        # a packet's queueing delay is behind it when it arrives: the delay in force when it was sent
+        sent = t - owd_ns.cast(pl.Int64).to_numpy()
+        extra = owd.at(sent) + 2 * _FRAME_BITS / np.maximum(rate.at(t), 1.0) * 1e9
         df = df.with_columns(queued=pl.Series(owd_ns.cast(pl.Float64).to_numpy() > extra))
-        busy = df.group_by("bin").agg(pl.col("queued").all())
-        idle_bins = set(busy.filter(~pl.col("queued"))["bin"].to_list())
-        bad[[k for k in idle_bins if 0 <= k < n_bins]] = True
-    df = df.sort("t")
-    g = df.filter((pl.col("bin") >= 0) & (pl.col("bin") < n_bins)).group_by("bin").agg(
-        n=pl.len(), span_ns=pl.col("t").max() - pl.col("t").min(), bytes_after_first=pl.col("b").sum() - pl.col("b").first())
-    g = g.filter(pl.col("n") >= 3).with_columns(delivered_bps=pl.col("bytes_after_first") * 8e9 / pl.col("span_ns"))
-    g = g.filter(~pl.col("bin").map_elements(lambda k: bool(bad[k]), return_dtype=pl.Boolean))
-    g = g.with_columns(t_ns=pl.col("bin") * bin_ns + start_ns)
-    g = g.with_columns(programmed_bps=pl.col("t_ns").map_elements(lambda t: _value_at(programmed, t + bin_ns // 2),
-                                                                   return_dtype=pl.Float64))
+    else:
+        df = df.with_columns(queued=pl.lit(True))
+    g = df.filter((pl.col("bin") >= 1) & (pl.col("bin") < end_ns // bin_ns)).sort("t").group_by("bin").agg(
+        n=pl.len(), t_first=pl.col("t").first(), t_last=pl.col("t").last(),
+        bytes_after_first=pl.col("b").sum() - pl.col("b").first(), busy=pl.col("queued").all())
+    g = g.filter((pl.col("n") >= 3) & pl.col("busy") & (pl.col("t_last") > pl.col("t_first")))
+    g = g.with_columns(delivered_bps=pl.col("bytes_after_first") * 8e9 / (pl.col("t_last") - pl.col("t_first")),
+                       programmed_bps=pl.Series(rate.mean(g["t_first"].to_numpy(), g["t_last"].to_numpy()),
+                                                dtype=pl.Float64),
+                       t_ns=pl.col("bin") * bin_ns)
     return g.with_columns(rel_err=pl.col("delivered_bps") / pl.col("programmed_bps") - 1).select(
         "bin", "t_ns", "n", "delivered_bps", "programmed_bps", "rel_err").sort("bin")
 
 
-def delay_bins(t_ns: pl.Series, owd_ns: pl.Series, programmed: Series, *, bin_ns: int, end_ns: int,
-               transitions: Sequence[tuple[int, int]] = (), start_ns: int = 0) -> pl.DataFrame:
-    """Delay added per bin: the smallest one-way delay of the bin (the packet that met the emptiest
-    queue) against the programmed delay. ``t_ns`` = send times relative to t0. Columns: bin, t_ns,
-    n, measured_ns, programmed_ns, err_ns."""
-    n_bins = int((end_ns - start_ns) // bin_ns)
-    spans = list(transitions) + [(t, t) for t in programmed[0] if t > 0]
-    bad = _excluded(n_bins, bin_ns, [(a - start_ns, b - start_ns) for a, b in spans])
-    df = pl.DataFrame({"t": t_ns.cast(pl.Int64), "owd": owd_ns.cast(pl.Int64)}).with_columns(
-        bin=(pl.col("t") - start_ns) // bin_ns)
-    g = df.filter((pl.col("bin") >= 0) & (pl.col("bin") < n_bins)).group_by("bin").agg(
-        n=pl.len(), measured_ns=pl.col("owd").min())
-    g = g.filter(~pl.col("bin").map_elements(lambda k: bool(bad[k]), return_dtype=pl.Boolean))
-    g = g.with_columns(t_ns=pl.col("bin") * bin_ns + start_ns)
-    g = g.with_columns(programmed_ns=pl.col("t_ns").map_elements(lambda t: _value_at(programmed, t + bin_ns // 2),
-                                                                  return_dtype=pl.Float64))
-    return g.with_columns(err_ns=pl.col("measured_ns") - pl.col("programmed_ns")).select(
+def delay_bins(t_ns: pl.Series, owd_ns: pl.Series, owd: InForce, *, bin_ns: int, end_ns: int) -> pl.DataFrame:
+    """Delay added per bin: of the bin's packets (``t_ns`` = send times from t0), the one that met the
+    emptiest queue (smallest one-way delay above the delay in force when it was sent). Columns: bin,
+    t_ns, n, measured_ns, programmed_ns, err_ns."""
+    t = t_ns.cast(pl.Int64).to_numpy()
+    prog = owd.at(t)
+    df = pl.DataFrame({"t": t, "owd": owd_ns.cast(pl.Int64).to_numpy(), "prog": prog}).with_columns(
+        bin=pl.col("t") // bin_ns, err=pl.col("owd") - pl.col("prog"))
+    g = df.filter((pl.col("bin") >= 1) & (pl.col("bin") < end_ns // bin_ns)).sort("err").group_by("bin").agg(
+        n=pl.len(), measured_ns=pl.col("owd").first(), programmed_ns=pl.col("prog").first(),
+        err_ns=pl.col("err").first())
+    return g.with_columns(t_ns=pl.col("bin") * bin_ns).select(
         "bin", "t_ns", "n", "measured_ns", "programmed_ns", "err_ns").sort("bin")
 
 
-def summarize_accuracy(rate: pl.DataFrame | None, delay: pl.DataFrame | None) -> dict[str, float | int | None]:
-    """Median / p95 / max of |error| over the judged bins, and whether the targets were met."""
-    out: dict[str, float | int | None] = {"rate_bins": 0, "delay_bins": 0}
+def schedule_lag(applied: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """How late the timed changes took effect (tc returned) after their planned time, ms."""
+    lags = [(c["applied_ns"] - c["planned_ns"]) / 1e6 for c in applied]
+    if not lags:
+        return {"schedule_lag_p50_ms": None, "schedule_lag_max_ms": None}
+    return {"schedule_lag_p50_ms": float(np.median(lags)), "schedule_lag_max_ms": float(max(lags))}
+
+
+def summarize_accuracy(rate: pl.DataFrame | None, delay: pl.DataFrame | None) -> dict[str, Any]:
+    """Median / p95 / max of |error| over the judged bins (and the signed median: the bias)."""
+    out: dict[str, Any] = {"rate_bins": 0, "delay_bins": 0}
     if rate is not None and rate.height:
         e = rate["rel_err"].abs()
         out |= {"rate_bins": rate.height, "rate_err_p50": float(e.median()),  # type: ignore[arg-type]
@@ -114,37 +148,29 @@ def summarize_accuracy(rate: pl.DataFrame | None, delay: pl.DataFrame | None) ->
     return out
 
 
-def capture_accuracy(events: pl.DataFrame, links: dict[tuple[str, str], tuple[Series, Series]], *, t0_ns: int,
-                     end_ns: int, bin_ns: int = 100_000_000,
-                     changes: dict[tuple[str, str], list[tuple[int, int]]] | None = None,
-                     ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Emulation accuracy from a lab run's PacketEvents (a capture pair: every received packet has
-    its one-way delay). ``links`` maps (path, "s2c"|"c2s") to (programmed rate, programmed delay).
+def capture_accuracy(events: pl.DataFrame, links: dict[tuple[str, str], tuple[InForce, InForce]], *, end_ns: int,
+                     bin_ns: int = 100_000_000) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Emulation accuracy from a lab run's PacketEvents (times from t0; a capture pair gives every
+    received packet its one-way delay). ``links`` maps (path, "s2c"|"c2s") to (rate, delay) in force.
 
-    Rate: in the direction that carries the data, the frames received per bin, in bins where the link
-    was saturated (see `rate_bins`).
-    Delay: per path and direction, the bin's smallest one-way delay against the programmed one, in
-    the direction that does not carry the data (ACKs meet an empty queue) — a saturated direction
-    has no low-queue packet to measure.
+    Rate: in the direction that carries the data, in saturated bins (see `rate_bins`).
+    Delay: in the direction that does not carry the data (ACKs meet an empty queue) — a saturated
+    direction has no low-queue packet to measure.
     Returns (rate bins, delay bins), each with columns path and dir added."""
-    changes = changes or {}
     rcv = events.filter((pl.col("point") == "rcv") & pl.col("owd_ns").is_not_null())
     data_bytes = rcv.group_by("dir").agg(pl.col("payload_bytes").sum())
     data_dir = data_bytes.sort("payload_bytes", descending=True)["dir"][0] if data_bytes.height else "s2c"
     rates, delays = [], []
     for (path, d), (rate, owd) in links.items():
-        sel = rcv.filter((pl.col("path") == path) & (pl.col("dir") == d)).sort("t_ns").with_columns(
-            t_rel=pl.col("t_ns") - t0_ns)
+        sel = rcv.filter((pl.col("path") == path) & (pl.col("dir") == d)).sort("t_ns")
         if sel.height < 3:
             continue
-        spans = changes.get((path, d), [])
         if d == data_dir:
-            r = rate_bins(sel["t_rel"], sel["frame_bytes"], rate, bin_ns=bin_ns, end_ns=end_ns,
-                          changes_ns=[a for a, _ in spans], owd_ns=sel["owd_ns"], programmed_owd=owd)
+            r = rate_bins(sel["t_ns"], sel["frame_bytes"], rate, bin_ns=bin_ns, end_ns=end_ns, owd_ns=sel["owd_ns"],
+                          owd=owd)
             rates.append(r.with_columns(path=pl.lit(path), dir=pl.lit(d)))
         else:
-            snd_t = sel["t_rel"] - sel["owd_ns"]
-            dl = delay_bins(snd_t, sel["owd_ns"], owd, bin_ns=bin_ns, end_ns=end_ns, transitions=spans)
+            dl = delay_bins(sel["t_ns"] - sel["owd_ns"], sel["owd_ns"], owd, bin_ns=bin_ns, end_ns=end_ns)
             delays.append(dl.with_columns(path=pl.lit(path), dir=pl.lit(d)))
     empty_r = pl.DataFrame(schema={"bin": pl.Int64, "t_ns": pl.Int64, "n": pl.UInt32, "delivered_bps": pl.Float64,
                                    "programmed_bps": pl.Float64, "rel_err": pl.Float64, "path": pl.String,
@@ -154,3 +180,19 @@ def capture_accuracy(events: pl.DataFrame, links: dict[tuple[str, str], tuple[Se
                                    "dir": pl.String})
     return (pl.concat(rates, how="vertical_relaxed") if rates else empty_r,
             pl.concat(delays, how="vertical_relaxed") if delays else empty_d)
+
+
+def link_in_force(rate: Series, owd: Series, *, name: str, emulation: dict[str, Any]) -> tuple[InForce, InForce]:
+    """Rate and delay in force on link ``name``, from the emulation's record (`Emulation.stop`):
+    rate steps from when tc returned; delay steps from the delay line's own record (with its ramps),
+    or from when tc returned (netem)."""
+    t0 = emulation["t0_ns"]
+    applied = [c for c in emulation["applied"] if c["link"] == name]
+    r = InForce.of(rate, applied=[(c["planned_ns"], c["applied_ns"]) for c in applied if c["what"] == "rate_bps"])
+    changes = emulation["links"].get(name, {}).get("changes") or []
+    if changes:
+        d = InForce.of(owd, applied=[(c["t_ns"] - t0, c["t_ns"] - t0) for c in changes],
+                       ramps=[(c["t_ns"] - t0, c["ramp_end_ns"] - t0, c["from_owd_ns"], c["owd_ns"]) for c in changes])
+    else:
+        d = InForce.of(owd, applied=[(c["planned_ns"], c["applied_ns"]) for c in applied if c["what"] == "owd_ns"])
+    return r, d

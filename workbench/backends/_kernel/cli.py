@@ -29,18 +29,26 @@ _KEEP = ("client.pcap", "server.pcap")
 
 
 def _experiment(path: Path, workload: str | None, duration: str | None, seed: int | None, direction: str | None,
-                stack: str | None, cc: str | None) -> tuple[Any, str]:
+                stack: str | None, cc: str | None) -> tuple[Any, str, list[str]]:
     """The experiment of a scenario file or saved timelines (the same reading as `workbench replay`),
     with the kernel's own scheduler."""
+    from workbench.backends._kernel._convert import KERNEL_SCHEDULERS
     from workbench.cli_replay import _plan
 
     if direction is not None and direction not in ("down", "up"):
         raise InputError(None, f"--direction must be down or up, not {direction!r}")
     plan = _plan(path, "upstream", [], workload, seed, duration, stack=stack, direction=direction)
     e = plan.experiment
+    notes = []
+    if plan.kind == "scenario":
+        from workbench.scenario import load_scenario
+
+        named = getattr(load_scenario(path).scheduler, "name", None)
+        if named is not None and named not in KERNEL_SCHEDULERS:
+            notes.append(f"the scenario names scheduler {named!r}; the kernel runs its own (upstream default)")
     if cc is not None:
         e = dataclasses.replace(e, stack=dataclasses.replace(e.stack, congestion_control=cc))
-    return e, plan.kind
+    return e, plan.kind, notes
 
 
 def _metrics(events: Any) -> dict[str, Any]:
@@ -110,8 +118,10 @@ def _print(doc: dict[str, Any], out_dir: Path) -> None:
     rate = f"{100 * acc['rate_err_p50']:.2f} %" if acc.get("rate_err_p50") is not None else "–"
     delay = f"{acc['delay_err_p50_ms']:.3f} ms" if acc.get("delay_err_p50_ms") is not None else "–"
     verdict = "[green]met[/]" if acc["met"] else "[red bold]MISSED[/]"
+    lag = acc.get("schedule_lag_p50_ms")
+    lag_text = f"; schedule changes took effect {lag:.1f} ms late (p50)" if lag is not None else ""
     out.print(f"emulation accuracy (p50 per 100 ms bin): rate {rate} over {acc['rate_bins']} saturated bins, "
-              f"delay {delay} over {acc['delay_bins']} bins — targets {verdict}", highlight=False)
+              f"delay {delay} over {acc['delay_bins']} bins — targets {verdict}{lag_text}", highlight=False)
     for w in doc["warnings"]:
         out.print(f"[yellow]warning:[/] {w}", highlight=False)
     out.print(f"wrote client.pcap, server.pcap, packet_events.parquet, accuracy_*.parquet, run.json to {out_dir}",
@@ -136,14 +146,14 @@ def lab_command(
     from workbench.backends._kernel._sys import check_environment, netem_available
     from workbench.backends._kernel.backend import KernelBackend
 
+    check_environment()  # first: without root nothing else can be looked at anyway
     if delay not in ("auto", "netem", "delayline"):
         raise InputError(None, f"--delay must be auto, netem or delayline, not {delay!r}")
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(out_dir, "--out must be a folder, and this is a file")
-    check_environment()
     if delay == "netem" and not netem_available():
         raise InputError(None, "--delay netem: this kernel has no netem (use --delay delayline or auto)")
-    experiment, kind = _experiment(scenario, workload, duration, seed, direction, stack, cc)
+    experiment, kind, input_notes = _experiment(scenario, workload, duration, seed, direction, stack, cc)
     backend = KernelBackend(delay=delay)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.", suffix=".lab"))
@@ -162,7 +172,7 @@ def lab_command(
                "links": [[p.down[0], p.up[0]] for p in paths],
                "scheduler": "upstream (kernel default)", "stack": dataclasses.asdict(experiment.stack),
                "metrics": metrics, "accuracy": result.accuracy, "emulation_ok": result.emulation_ok,
-               "warnings": notes + result.warnings,
+               "warnings": input_notes + notes + result.warnings,
                "run": {k: v for k, v in result.record.items() if k not in ("accuracy", "warnings")}}
         _stage(result, out_dir, doc)
     finally:

@@ -5,13 +5,13 @@ their times. The endpoints (MPTCP programs, probes, captures) are started by who
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workbench.backends._kernel._sys import netem_available
-from workbench.backends._kernel.shaping import LinkShaper, Scheduler, Series
+from workbench.backends._kernel.shaping import Action, LinkShaper, Scheduler, Series
 from workbench.backends._kernel.topology import Lab
 
 __all__ = ["Emulation", "LinkPlan", "PathPlan"]
@@ -77,7 +77,7 @@ class Emulation:
                 sh.install()
                 self.shapers.append(sh)
 
-    def start(self, t0_ns: int, extra: Sequence[tuple[int, str, str, float, Callable[[], None]]] = ()) -> None:
+    def start(self, t0_ns: int, extra: Sequence[tuple[int, str, str, float, Action]] = ()) -> None:
         """Start the delay lines and the change scheduler with time zero at ``t0_ns`` (CLOCK_REALTIME)."""
         self.t0_ns = t0_ns
         for sh in self.shapers:

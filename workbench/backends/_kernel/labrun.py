@@ -26,7 +26,13 @@ from typing import Any
 import polars as pl
 
 from workbench.backends._kernel._sys import LineReader, check_environment, run
-from workbench.backends._kernel.accuracy import TARGETS, capture_accuracy, summarize_accuracy
+from workbench.backends._kernel.accuracy import (
+    TARGETS,
+    capture_accuracy,
+    link_in_force,
+    schedule_lag,
+    summarize_accuracy,
+)
 from workbench.backends._kernel.emulation import Emulation, PathPlan, wait_until
 from workbench.backends._kernel.topology import sweep_stale
 
@@ -243,19 +249,13 @@ def _analyse(plan: RunPlan, workdir: Path, rec: dict[str, Any]) -> LabResult:
         rec["subflows"] = [{"subflow": int(r["subflow"]), "path": r["path"], "join": bool(r["join"]),
                             "start_ns": int(r["start_ns"]) - t0 if r["start_ns"] is not None else None,
                             "bytes": int(r["bytes"] or 0)} for r in sfs.iter_rows(named=True)]
-    # accuracy: programmed rate and delay per path and direction (s2c = down link)
-    links, changes = {}, {}
+    # accuracy: rate and delay in force per path and direction (s2c = down link)
     emu = rec["emulation"]
-    for p in plan.paths:
-        for d, lk in (("s2c", p.down), ("c2s", p.up)):
-            links[(p.name, d)] = (lk.rate_bps, lk.owd_ns)
-            spans = [(c["planned_ns"], c["applied_ns"]) for c in emu["applied"] if c["link"] == lk.name]
-            spans += [(c["t_ns"] - t0, max(c["ramp_end_ns"], c["t_ns"]) - t0)
-                      for c in emu["links"].get(lk.name, {}).get("changes", [])]
-            changes[(p.name, d)] = spans
+    links = {(p.name, d): link_in_force(lk.rate_bps, lk.owd_ns, name=lk.name, emulation=emu)
+             for p in plan.paths for d, lk in (("s2c", p.down), ("c2s", p.up))}
     end = min(rec["end_ns"], plan.duration_ns or rec["end_ns"])
-    rate, delay = capture_accuracy(events, links, t0_ns=0, end_ns=end, bin_ns=plan.bin_ns, changes=changes)
-    acc = summarize_accuracy(rate, delay)
+    rate, delay = capture_accuracy(events, links, end_ns=end, bin_ns=plan.bin_ns)
+    acc = summarize_accuracy(rate, delay) | schedule_lag(emu["applied"])
     missed = []
     if acc.get("rate_err_p50") is not None and acc["rate_err_p50"] > TARGETS["rate_err_p50"]:  # type: ignore[operator]
         missed.append(f"rate error p50 {100 * acc['rate_err_p50']:.2f} % > {100 * TARGETS['rate_err_p50']:.0f} %")  # type: ignore[operator]

@@ -12,9 +12,8 @@ from typing import Any
 import polars as pl
 
 from workbench.backends._kernel._sys import LineReader
-from workbench.backends._kernel.accuracy import delay_bins, rate_bins, read_probe
+from workbench.backends._kernel.accuracy import delay_bins, link_in_force, rate_bins, read_probe
 from workbench.backends._kernel.emulation import Emulation, wait_until
-from workbench.backends._kernel.shaping import Series
 
 __all__ = ["probe_run"]
 
@@ -64,24 +63,15 @@ def probe_run(emu: Emulation, *, path: int, rate_dir: str, duration_ns: int, bin
     wait_until(until)
     applied = emu.stop()
     rx_rate, rx_delay = read_probe(out_rate), read_probe(out_delay)
-    rate_changes = [c["applied_ns"] for c in applied["applied"] if c["link"] == rate_link.name]
-    delay_changes = applied["links"].get(delay_link.name, {}).get("changes", [])
+    rate_in_force = link_in_force(rate_link.rate_bps, rate_link.owd_ns, name=rate_link.name, emulation=applied)
+    _, delay_in_force = link_in_force(delay_link.rate_bps, delay_link.owd_ns, name=delay_link.name, emulation=applied)
     return {
         "rate": rate_bins(rx_rate["t_rx_ns"] - t0, rx_rate["size_bytes"] + UDP_FRAME_OVERHEAD_BYTES,
-                          rate_link.rate_bps, bin_ns=bin_ns, end_ns=duration_ns, changes_ns=rate_changes,
-                          owd_ns=rx_rate["t_rx_ns"] - rx_rate["t_tx_ns"], programmed_owd=rate_link.owd_ns),
-        "delay": delay_bins(rx_delay["t_tx_ns"] - t0, rx_delay["t_rx_ns"] - rx_delay["t_tx_ns"],
-                            delay_link.owd_ns, bin_ns=bin_ns, end_ns=duration_ns,
-                            transitions=_transitions(delay_link.owd_ns, delay_changes, t0)),
+                          rate_in_force[0], bin_ns=bin_ns, end_ns=duration_ns,
+                          owd_ns=rx_rate["t_rx_ns"] - rx_rate["t_tx_ns"], owd=rate_in_force[1]),
+        "delay": delay_bins(rx_delay["t_tx_ns"] - t0, rx_delay["t_rx_ns"] - rx_delay["t_tx_ns"], delay_in_force,
+                            bin_ns=bin_ns, end_ns=duration_ns),
         "applied": pl.DataFrame(applied["applied"]) if applied["applied"] else pl.DataFrame(),
         "rx_rate": rx_rate, "rx_delay": rx_delay, "sent": sent, "meta": applied,
         "links": {"rate": rate_link.name, "delay": delay_link.name},
     }
-
-
-def _transitions(owd: Series, changes: list[dict[str, int]], t0_ns: int) -> list[tuple[int, int]]:
-    """(start, end) ns after t0 of every delay change, ramps included (the delay line's own record;
-    netem: the planned step times)."""
-    if changes:
-        return [(c["t_ns"] - t0_ns, max(c["ramp_end_ns"], c["t_ns"]) - t0_ns) for c in changes]
-    return [(t, t) for t in owd[0] if t > 0]

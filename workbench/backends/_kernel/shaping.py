@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.backends._kernel._sys import LineReader, delayline_binary, run
+from workbench.backends._kernel._sys import LineReader, delayline_binary, ns_cmd, run
 from workbench.backends._kernel.topology import Lab
 
-__all__ = ["AppliedChange", "LinkShaper", "Scheduler", "Series", "delayline_counters", "merged_schedule"]
+__all__ = ["Action", "AppliedChange", "LinkShaper", "Scheduler", "Series", "TcChange", "delayline_counters", "merged_schedule"]
 
 # A piecewise-constant series as two tuples (start times ns, values): the same shape as the
 # experiment's StepSeries, without importing it.
@@ -55,6 +55,17 @@ def _value_at(s: Series, t_ns: int) -> float:
     import bisect
     i = bisect.bisect_right(s[0], t_ns) - 1
     return s[1][max(i, 0)]
+
+
+@dataclass(frozen=True)
+class TcChange:
+    """One ``tc`` batch line to run inside a namespace."""
+
+    ns: str
+    line: str
+
+
+Action = Callable[[], None] | TcChange
 
 
 @dataclass
@@ -142,8 +153,8 @@ class LinkShaper:
         self.counters.update(delayline_counters(self._out.text()))
         self.proc = None
 
-    def rate_changes(self) -> list[tuple[int, str, float, Callable[[], None]]]:
-        """(t_ns, what, value, apply) for every change after t=0."""
+    def rate_changes(self) -> list[tuple[int, str, float, TcChange]]:
+        """(t_ns, what, value, tc command) for every change after t=0."""
         out = []
         for t, v in zip(*self.rate_bps, strict=True):
             if t > 0:
@@ -154,15 +165,13 @@ class LinkShaper:
                     out.append((t, "owd_ns", _value_at(self.owd_ns, t), self._netem_change(t)))
         return out
 
-    def _rate_change(self, bps: float) -> Callable[[], None]:
+    def _rate_change(self, bps: float) -> TcChange:
         r = _rate(bps)
-        args = ["tc", "class", "change", "dev", self.out_dev, "parent", "1:", "classid", "1:1", "htb", "rate", r,
-                "ceil", r, "quantum", str(_MTU_FRAME_BYTES)]
-        return lambda: run(args, ns=self.router_ns) and None
+        return TcChange(self.router_ns, f"class change dev {self.out_dev} parent 1: classid 1:1 htb rate {r} "
+                                        f"ceil {r} quantum {_MTU_FRAME_BYTES}")
 
-    def _netem_change(self, t_ns: int) -> Callable[[], None]:
-        args = ["tc", "qdisc", "change", "dev", f"ifb-{self.out_dev}", "root", "handle", "1:", *self._netem(t_ns)]
-        return lambda: run(args, ns=self.router_ns) and None
+    def _netem_change(self, t_ns: int) -> TcChange:
+        return TcChange(self.router_ns, f"qdisc change dev ifb-{self.out_dev} root handle 1: {' '.join(self._netem(t_ns))}")
 
     def qdisc_stats(self) -> dict[str, int]:
         """Sent packets/bytes, drops and overlimits of the FIFO under the HTB class (tc -s -j)."""
@@ -190,9 +199,10 @@ def delayline_counters(stdout: str) -> dict[str, Any]:
 
 class Scheduler(threading.Thread):
     """Applies timed changes (rate steps, netem delay steps, late MPTCP endpoints) at t0 + t and
-    records when each took effect. Runs as a daemon thread; `stop` ends it early."""
+    records when each took effect. Changes due at the same time go out together: one ``tc -batch``
+    per router namespace, all namespaces at once. Runs as a daemon thread; `stop` ends it early."""
 
-    def __init__(self, t0_ns: int, changes: list[tuple[int, str, str, float, Callable[[], None]]]) -> None:
+    def __init__(self, t0_ns: int, changes: list[tuple[int, str, str, float, Action]]) -> None:
         super().__init__(daemon=True, name="lab-scheduler")
         self.t0_ns = t0_ns
         self.changes = sorted(changes, key=lambda c: c[0])
@@ -205,21 +215,45 @@ class Scheduler(threading.Thread):
         # busy machine a change would otherwise go out tens of ms late.
         with contextlib.suppress(OSError, AttributeError):
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-        for t_ns, link, what, value, apply in self.changes:
+        groups: dict[int, list[tuple[int, str, str, float, Action]]] = {}
+        for c in self.changes:
+            groups.setdefault(c[0], []).append(c)
+        for t_ns, group in sorted(groups.items()):
             while True:
                 wait_s = (self.t0_ns + t_ns - time.time_ns()) / 1e9
                 if wait_s <= 0:
                     break
                 if self._stop_event.wait(min(wait_s, 0.5) if wait_s > 0.003 else 0.0005):
                     return
-            issued = time.time_ns()
+            self._apply(t_ns, group)
+
+    def _apply(self, t_ns: int, group: list[tuple[int, str, str, float, Action]]) -> None:
+        issued = time.time_ns()
+        by_ns: dict[str, list[tuple[int, str, str, float, Action]]] = {}
+        calls = []
+        for c in group:
+            if isinstance(c[4], TcChange):
+                by_ns.setdefault(c[4].ns, []).append(c)
+            else:
+                calls.append(c)
+        procs = [(subprocess.Popen(ns_cmd(ns, ["tc", "-force", "-batch", "-"]), stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), cs)
+                 for ns, cs in by_ns.items()]
+        for proc, cs in procs:
+            _, err = proc.communicate("".join(c[4].line + "\n" for c in cs))  # type: ignore[union-attr]
+            done = time.time_ns()
+            for _, link, what, value, _a in cs:
+                if proc.returncode:
+                    self.errors.append(f"{link} {what}={value}: {err.strip()[:200]}")
+                else:
+                    self.applied.append(AppliedChange(link, what, value, t_ns, done - self.t0_ns, issued - self.t0_ns))
+        for _, link, what, value, fn in calls:
             try:
-                apply()
+                fn()  # type: ignore[operator]
             except Exception as e:  # recorded, the run is flagged, the other changes go on
                 self.errors.append(f"{link} {what}={value}: {e}")
                 continue
-            done = time.time_ns()
-            self.applied.append(AppliedChange(link, what, value, t_ns, done - self.t0_ns, issued - self.t0_ns))
+            self.applied.append(AppliedChange(link, what, value, t_ns, time.time_ns() - self.t0_ns, issued - self.t0_ns))
 
     def stop(self) -> None:
         self._stop_event.set()

@@ -27,10 +27,12 @@ import polars as pl
 from workbench.errors import InputError
 from workbench.timeline.model import PathTimeline, steps_from_series
 
-__all__ = ["MTU_BYTES", "mahimahi_bins", "read_mahimahi", "read_mahimahi_ms"]
+__all__ = ["MAX_PERIOD_MS", "MTU_BYTES", "mahimahi_bins", "read_mahimahi", "read_mahimahi_ms"]
 
 MTU_BYTES = 1500  # bytes per delivery opportunity in mahimahi
+MAX_PERIOD_MS = 86_400_000  # one day: mahimahi traces are seconds to hours long
 _NS_PER_MS = 1_000_000
+_MAX_BINS = 10_000_000  # 80 MB per column: a bin size that asks for more is a mistake
 
 
 def read_mahimahi_ms(path: str | Path) -> np.ndarray:
@@ -44,10 +46,15 @@ def read_mahimahi_ms(path: str | Path) -> np.ndarray:
     if not lines:
         raise InputError(path, "empty mahimahi trace")
     try:
-        ms = np.array([int(ln) for ln in lines], dtype=np.int64)
+        values = [int(ln) for ln in lines]
     except ValueError:
         bad = next(ln for ln in lines if not ln.lstrip("-").isdigit())
         raise InputError(path, f"not a mahimahi trace: line {bad!r} is not an integer") from None
+    if max(values) > MAX_PERIOD_MS:
+        # A period of more than a day is a corrupt line, and binning it would need that many bins.
+        raise InputError(path, f"mahimahi timestamp {max(values)} ms is over the {MAX_PERIOD_MS} ms (one day) "
+                               "a trace may span")
+    ms = np.array(values, dtype=np.int64)
     if (ms < 0).any():
         raise InputError(path, "mahimahi timestamps must be >= 0")
     if (np.diff(ms) < 0).any():
@@ -77,6 +84,8 @@ def mahimahi_bins(path: str | Path, bin_ns: int = 100_000_000, packet_bytes: int
         raise ValueError("bin_ns must be > 0")
     ms = read_mahimahi_ms(path)
     period = int(ms[-1]) if period_ms is None else int(period_ms)
+    if period * _NS_PER_MS // bin_ns > _MAX_BINS:
+        raise InputError(path, f"{period} ms in {bin_ns / 1e6:g} ms bins is over {_MAX_BINS} bins: use wider bins")
     counts = _bin_counts(ms, period, bin_ns)
     starts = np.arange(len(counts), dtype=np.int64) * bin_ns
     ends = np.minimum(starts + bin_ns, period * _NS_PER_MS)

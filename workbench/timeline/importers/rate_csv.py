@@ -14,6 +14,7 @@ achieved throughput) and the lab's ``rate*.csv`` (``t_s,rate_mbps``, the HTB rat
 
 from __future__ import annotations
 
+import math
 import re
 from itertools import pairwise
 from pathlib import Path
@@ -24,6 +25,7 @@ from workbench.timeline.model import PathTimeline, steps_from_series
 
 __all__ = ["parse_rate_unit", "parse_time_unit", "read_oboe", "read_rate_csv"]
 
+_MAX_T_NS = 2**62  # about 146 years: any later time is a corrupt line, and int64 ns must hold it
 _TIME_UNITS_NS = {"s": 1e9, "sec": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 _RATE_UNITS_BPS = {
     "bit/s": 1.0, "bps": 1.0, "kbit/s": 1e3, "kbps": 1e3, "mbit/s": 1e6, "mbps": 1e6, "gbit/s": 1e9,
@@ -96,7 +98,7 @@ def read_rate_csv(path: str | Path, *, kind: Literal["capacity", "throughput"], 
         header, lines = first, lines[1:]
     if header is not None:
         if len(header) < 2:
-            raise InputError(path, f"header {lines[0]!r} needs a time and a rate column")
+            raise InputError(path, f"header {', '.join(header)!r} needs a time and a rate column")
         t_unit = t_unit or _units_from_header(header[0], "time")
         rate_unit = rate_unit or _units_from_header(header[1], "rate")
     if t_unit is None or rate_unit is None:
@@ -116,6 +118,9 @@ def read_rate_csv(path: str | Path, *, kind: Literal["capacity", "throughput"], 
             raise InputError(path, f"line {i}: expected '<time>{sep or ','}<rate>', got {ln!r}") from None
         if r < 0:
             raise InputError(path, f"line {i}: negative rate {r}")
+        # NaN and infinities parse as floats but are no time or rate (and cannot become integer ns).
+        if not (math.isfinite(t) and math.isfinite(r)) or abs(t * ns_per_t) >= _MAX_T_NS:
+            raise InputError(path, f"line {i}: time or rate out of range ({ln.strip()[:60]!r})")
         t_ns.append(round(t * ns_per_t))
         rate_bps.append(r * bps_per_rate)
     if not t_ns:

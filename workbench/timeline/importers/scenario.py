@@ -26,12 +26,11 @@ links), unless ``kind: throughput`` is given for a path.
 from __future__ import annotations
 
 import itertools
-import json
+import math
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from workbench._safe_refs import check_scenario_sizes, load_document, resolve_ref
 from workbench.errors import InputError
 from workbench.timeline.importers.mahimahi import read_mahimahi
 from workbench.timeline.importers.rate_csv import parse_time_unit, read_rate_csv
@@ -47,10 +46,15 @@ _KNOWN = {"name", "kind", "buffer_packets", "buffer_bytes", "packet_bytes", "los
           *(f"{b}_{u}" for b in ("owd", "owd_down", "owd_up") for u in _DELAY_KEYS)}
 
 Series = tuple[list[int], list[float], str]
+_MAX_T_NS = 2**62  # about 146 years: a later time is a mistake, and int64 ns must hold it
 
 
 def _read_delay_file(path: Path) -> Series:
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read delay file: {e}") from None
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     if not lines:
         raise InputError(path, "empty delay file")
     head = [h.strip() for h in lines[0].replace("\t", ",").split(",")]
@@ -66,23 +70,28 @@ def _read_delay_file(path: Path) -> Series:
         try:
             t.append(round(float(f[0]) * ns_per_t))
             v.append(float(f[1]) * ns_per_v)
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, OverflowError):  # OverflowError: round(inf)
             raise InputError(path, f"line {i}: expected '<t>,<owd>'") from None
+        if not math.isfinite(v[-1]) or v[-1] < 0 or abs(t[-1]) > _MAX_T_NS:
+            raise InputError(path, f"line {i}: time or delay out of range")
     return t, v, "measured"
 
 
-def _series(spec: Any, *, what: str, base_dir: Path, scale: float, path_name: str, bin_ns: int) -> Series:
+def _series(spec: Any, *, what: str, base_dir: Path, scale: float, path_name: str, bin_ns: int,
+            allow_outside: bool = False) -> Series:
     """A constant, a list of [t_s, value] pairs, or a file reference -> (t_ns, values, src)."""
     where = f"path {path_name}: {what}"
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-        if spec < 0:
-            raise InputError(None, f"{where} must be >= 0")
+        if not spec >= 0 or not math.isfinite(spec):  # NaN fails every comparison
+            raise InputError(None, f"{where} must be a finite number >= 0")
         return [0], [float(spec) * scale], "assumed"
     if isinstance(spec, list):
         try:
             pairs = [(round(float(t) * 1e9), float(v) * scale) for t, v in spec]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise InputError(None, f"{where}: a series is a list of [t_s, value] pairs") from None
+        if any(not math.isfinite(v) or abs(t) > _MAX_T_NS for t, v in pairs):
+            raise InputError(None, f"{where}: series values must be finite numbers")
         if not pairs:
             raise InputError(None, f"{where}: empty series")
         if any(b[0] <= a[0] for a, b in itertools.pairwise(pairs)):
@@ -91,15 +100,15 @@ def _series(spec: Any, *, what: str, base_dir: Path, scale: float, path_name: st
             raise InputError(None, f"{where}: values must be >= 0")
         return [p[0] for p in pairs], [p[1] for p in pairs], "assumed"
     if isinstance(spec, dict) and ("file" in spec or "csv" in spec):
-        f = base_dir / str(spec.get("file", spec.get("csv")))
+        f = resolve_ref(base_dir, spec.get("file", spec.get("csv")), allow_outside=allow_outside, what=where)
         if what.startswith("owd"):
             return _read_delay_file(f)
         tl = read_rate_csv(f, kind="capacity", t_unit=spec.get("t_unit"), rate_unit=spec.get("rate_unit"))
         s = tl.steps
         return s["t_ns"].to_list(), s["capacity_down_bps"].to_list(), "measured"
     if isinstance(spec, dict) and "mahimahi" in spec and what.startswith("rate"):
-        f = base_dir / str(spec["mahimahi"])
-        tl = read_mahimahi(f, bin_ns=int(spec.get("bin_ms", bin_ns / 1e6) * 1e6))
+        f = resolve_ref(base_dir, spec["mahimahi"], allow_outside=allow_outside, what=where)
+        tl = read_mahimahi(f, bin_ns=_bin_ns(spec.get("bin_ms", bin_ns / 1e6), where))
         s = tl.steps
         return s["t_ns"].to_list(), s["capacity_down_bps"].to_list(), "measured"
     raise InputError(None, f"{where}: expected a number, [[t_s, value], ...], {{file: ...}}"
@@ -118,11 +127,25 @@ def _pick(spec: dict[str, Any], bases: list[str], units: dict[str, float], defau
     return None
 
 
-def _path(name: str, spec: dict[str, Any], base_dir: Path) -> PathTimeline:
+def _bin_ns(bin_ms: Any, where: str) -> int:
+    """A bin width: a number of ms in (0, one day]."""
+    if isinstance(bin_ms, bool) or not isinstance(bin_ms, (int, float)) or not 0.001 <= bin_ms <= 86_400_000:
+        raise InputError(None, f"{where}: bin_ms must be a number of ms from 0.001 to 86400000, not {bin_ms!r}")
+    return int(bin_ms * 1e6)
+
+
+def _int_setting(spec: dict[str, Any], key: str, name: str) -> int:
+    v = spec[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise InputError(None, f"path {name}: {key} must be a number, not {v!r}")
+    return int(v)
+
+
+def _path(name: str, spec: dict[str, Any], base_dir: Path, allow_outside: bool = False) -> PathTimeline:
     unknown = set(spec) - _KNOWN
     if unknown:
-        raise InputError(None, f"path {name}: unknown keys {sorted(unknown)}")
-    bin_ns = int(float(spec.get("bin_ms", 100)) * 1e6)
+        raise InputError(None, f"path {name}: unknown keys {sorted(unknown, key=str)}")
+    bin_ns = _bin_ns(spec.get("bin_ms", 100), f"path {name}")
     series: dict[str, Series] = {}
     periodic_end: int | None = None
     for d in ("down", "up"):
@@ -130,15 +153,15 @@ def _path(name: str, spec: dict[str, Any], base_dir: Path) -> PathTimeline:
         if got is not None:
             value, scale, key = got
             series[f"capacity_{d}_bps"] = _series(value, what=key, base_dir=base_dir, scale=scale,
-                                                  path_name=name, bin_ns=bin_ns)
+                                                  path_name=name, bin_ns=bin_ns, allow_outside=allow_outside)
             if isinstance(value, dict) and "mahimahi" in value:
-                periodic_end = max(periodic_end or 0, int(read_mahimahi(base_dir / str(value["mahimahi"]),
-                                                                        bin_ns=bin_ns).end_ns or 0))
+                ref = resolve_ref(base_dir, value["mahimahi"], allow_outside=allow_outside, what=f"path {name}")
+                periodic_end = max(periodic_end or 0, int(read_mahimahi(ref, bin_ns=bin_ns).end_ns or 0))
         got = _pick(spec, [f"owd_{d}", "owd"], _DELAY_KEYS, 1e6)
         if got is not None:
             value, scale, key = got
             t, v, src = _series(value, what=key, base_dir=base_dir, scale=scale, path_name=name,
-                                bin_ns=bin_ns)
+                                bin_ns=bin_ns, allow_outside=allow_outside)
             series[f"owd_{d}_ns"] = (t, [round(x) for x in v], src)
     if "capacity_down_bps" not in series:
         raise InputError(None, f"path {name}: no rate (rate_mbps, rate: ...)")
@@ -146,16 +169,17 @@ def _path(name: str, spec: dict[str, Any], base_dir: Path) -> PathTimeline:
         for k in keys:
             if k in spec:
                 p = spec[k]
-                if not isinstance(p, (int, float)) or not 0 <= p <= 1:
+                if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
                     raise InputError(None, f"path {name}: {k} must be a probability in [0, 1]")
                 series[f"loss_{d}"] = ([0], [float(p)], "assumed")
                 break
-    mtu = int(spec.get("packet_bytes", 1514))  # what a pfifo limit in packets holds: full frames
+    # What a pfifo limit in packets holds: full frames.
+    mtu = _int_setting(spec, "packet_bytes", name) if "packet_bytes" in spec else 1514
     buffer = None
     if "buffer_bytes" in spec:
-        buffer = int(spec["buffer_bytes"])
+        buffer = _int_setting(spec, "buffer_bytes", name)
     elif "buffer_packets" in spec:
-        buffer = int(spec["buffer_packets"]) * mtu
+        buffer = _int_setting(spec, "buffer_packets", name) * mtu
     if buffer is not None and buffer < 0:
         raise InputError(None, f"path {name}: buffer must be >= 0")
     kind = spec.get("kind", "capacity")
@@ -175,8 +199,9 @@ def _path(name: str, spec: dict[str, Any], base_dir: Path) -> PathTimeline:
         source="scenario", notes=tuple(notes))
 
 
-def scenario_timelines(doc: Any, base_dir: str | Path = ".") -> Timelines:
-    """Timelines from an already parsed scenario document (see the module docstring)."""
+def scenario_timelines(doc: Any, base_dir: str | Path = ".", *, allow_outside: bool = False) -> Timelines:
+    """Timelines from an already parsed scenario document (see the module docstring). Referenced
+    files must lie inside `base_dir` unless `allow_outside` (`workbench._safe_refs.resolve_ref`)."""
     if not isinstance(doc, dict) or "paths" not in doc:
         raise InputError(None, "a scenario needs a top-level 'paths' list or mapping")
     raw = doc["paths"]
@@ -196,23 +221,19 @@ def scenario_timelines(doc: Any, base_dir: str | Path = ".") -> Timelines:
     for name, spec in items:
         if not isinstance(spec, dict):
             raise InputError(None, f"path {name}: expected a mapping of settings")
-        out.append(_path(name, {k: v for k, v in spec.items() if k != "name"} | {"name": name}, Path(base_dir)))
+        out.append(_path(name, {k: v for k, v in spec.items() if k != "name"} | {"name": name}, Path(base_dir),
+                         allow_outside=allow_outside))
     return Timelines(out)
 
 
-def read_scenario(path: str | Path) -> Timelines:
-    """Read a YAML or JSON scenario file (the suffix decides; YAML also reads JSON)."""
+def read_scenario(path: str | Path, *, allow_outside: bool = False) -> Timelines:
+    """Read a YAML or JSON scenario file (the suffix decides; YAML also reads JSON), safely: see
+    `workbench._safe_refs` (safe YAML, bounded sizes, references inside its folder unless allowed)."""
     path = Path(path)
+    doc = load_document(path)
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise InputError(path, f"cannot read scenario: {e}") from None
-    try:
-        doc = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise InputError(path, f"not a valid scenario file: {str(e).splitlines()[0]}") from None
-    try:
-        return scenario_timelines(doc, path.parent)
+        check_scenario_sizes(doc)
+        return scenario_timelines(doc, path.parent, allow_outside=allow_outside)
     except InputError as e:
         if e.source is None:
             raise InputError(path, e.problem) from None

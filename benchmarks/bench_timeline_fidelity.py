@@ -1,0 +1,230 @@
+"""How well estimated timelines match the paths they came from (issue 14), bin by bin, and what a
+replay of them predicts: on every lab capture (real kernel, known settings: ../shared/traces/lab) and
+on a matrix of engine-made cases with known timelines (paths that never fill, outages, random loss,
+capacity steps), each from the capture pair and from the client capture alone.
+
+    python benchmarks/bench_timeline_fidelity.py [--lab-only | --synthetic-only]
+
+Per run, view and path it prints: bins by provenance (measured / dispersion / lower_bound / outage /
+estimated), the share of measured bins within 5 % of the applied rate and of dispersion bins within
+15 %, the one-way delay error (ms; engine cases: against propagation + one frame's transmission time,
+which is what their link makes a full segment see), outages found vs expected; per run and view: the replay's goodput
+error and per-path share error (points). Then the totals the issue asks for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT.parent / "shared" / "traces" / "lab"
+sys.path.insert(0, str(ROOT / "tests"))
+
+S = 1_000_000_000
+MS = 1_000_000
+PATHS = {"10.0.1.1": "wifi", "10.0.2.1": "lte"}
+KEYS = {"wifi": "path1", "lte": "path2"}
+
+
+def _applied(res: dict[str, Any], key: str, t_epoch_ns: np.ndarray, bin_ns: int) -> np.ndarray:
+    """Time-weighted rate (bit/s) in force over each bin, from the lab's schedule as applied."""
+    no = int(key[-1])
+    s = res.get("schedule")
+    if not s:
+        return np.full(t_epoch_ns.size, res["configured"][key]["rate_down_mbps"] * 1e6)
+    ev = [e for e in s["events"] if e["path"] == no and e["kind"] == "rate" and e["applied"]]
+    ts = np.array([s["t0_epoch"], *(e["t_applied_epoch"] for e in ev)]) * 1e9
+    rates = [s["initial"][f"path{no}"]["rate_mbps"], *(e["value"] for e in ev)]
+    out = []
+    for a in t_epoch_ns:
+        b = a + bin_ns
+        edges = np.concatenate([[a], ts[(ts > a) & (ts < b)], [b]])
+        tot = sum(rates[max(int(np.searchsorted(ts, x, side="right")) - 1, 0)] * (y - x)
+                  for x, y in itertools.pairwise(edges))
+        out.append(tot / bin_ns * 1e6)
+    return np.array(out)
+
+
+def _bin_scores(bins: pl.DataFrame, truth_bps: np.ndarray) -> dict[str, Any]:
+    est = bins["capacity_bps"].to_numpy()
+    src = np.array(bins["capacity_src"].to_list(), dtype=object)
+    out: dict[str, Any] = {k: int((src == k).sum()) for k in ("measured", "dispersion", "lower_bound", "outage",
+                                                               "estimated")}
+    for k, tol in (("measured", 0.05), ("dispersion", 0.15)):
+        m = (src == k) & (truth_bps > 0)
+        if m.any():
+            err = np.abs(est[m] / truth_bps[m] - 1)
+            out[f"{k}_ok"] = float(np.mean(err <= tol))
+            out[f"{k}_p50"] = float(np.median(err))
+    m = src == "outage"
+    out["outage_truth_zero"] = float(np.mean(truth_bps[m] == 0)) if m.any() else None
+    return out
+
+
+def lab_rows() -> list[dict[str, Any]]:
+    from workbench.capture import load
+    from workbench.compare import compare_capture
+    from workbench.timeline import estimate_bins
+
+    rows = []
+    for run in sorted(p.name for p in LAB.iterdir() if (p / "results.json").exists()):
+        res = json.loads((LAB / run / "results.json").read_text())
+        for view in ("pair", "client"):
+            t = time.perf_counter()
+            cap = load(LAB / run / "client.pcap", peer=LAB / run / "server.pcap" if view == "pair" else None,
+                       path_names=PATHS)
+            r = compare_capture(cap)
+            bins = estimate_bins(cap.connection(cap.main_connection))
+            table = {x["metric"]: x for x in r.table.iter_rows(named=True)}
+            for name, key in KEYS.items():
+                b = bins.filter(pl.col("path") == name)
+                tl = r.timelines[name]
+                truth = _applied(res, key, b["t_epoch_ns"].to_numpy(), 100 * MS)
+                owd_cfg = res["configured"][key]["one_way_delay_ms"]
+                rows.append({
+                    "set": "lab", "run": run, "view": view, "path": name, **_bin_scores(b, truth),
+                    "owd_down_err_ms": float(tl.steps["owd_down_ns"].median()) / 1e6 - owd_cfg,
+                    "owd_up_err_ms": float(tl.steps["owd_up_ns"].median()) / 1e6 - owd_cfg,
+                    "outages": len(tl.outages), "outages_expected": 0,
+                    "goodput_err": table["goodput_mbps"]["error"], "share_err": table[f"share_{name}"]["error"],
+                    "wall_s": time.perf_counter() - t,
+                })
+    return rows
+
+
+def _synthetic_cases() -> dict[str, dict[str, Any]]:
+    from _truth import FRAME, path
+
+    from workbench.replay import StepSeries
+
+    wifi = path("wifi", rate_bps=20e6, owd_ms=10, buffer_bytes=60 * FRAME)
+    return {
+        "never-fills-3MB": dict(paths=[wifi, path("lte", rate_bps=10e6, owd_ms=40, buffer_bytes=3_000_000)],
+                                size_bytes=3_000_000, duration_s=20),
+        "never-fills-1MB": dict(paths=[path("wifi", rate_bps=30e6, owd_ms=5, buffer_bytes=2_000_000),
+                                       path("lte", rate_bps=8e6, owd_ms=30, buffer_bytes=2_000_000)],
+                                size_bytes=1_000_000, duration_s=20),
+        "outage-2s": dict(paths=[wifi, path("lte", rate_bps=StepSeries((0, 2 * S, 4 * S), (10e6, 0.0, 10e6)),
+                                            owd_ms=40, buffer_bytes=100 * FRAME)], duration_s=7),
+        "outage-1s-wifi": dict(paths=[path("wifi", rate_bps=StepSeries((0, 3 * S, 4 * S), (25e6, 0.0, 25e6)),
+                                           owd_ms=10, buffer_bytes=60 * FRAME),
+                                      path("lte", rate_bps=12e6, owd_ms=35, buffer_bytes=150 * FRAME)], duration_s=7),
+        "random-loss-1%": dict(paths=[wifi, path("lte", rate_bps=10e6, owd_ms=40, buffer_bytes=200 * FRAME,
+                                                 loss=0.01)], duration_s=6),
+        "steps": dict(paths=[path("wifi", rate_bps=StepSeries((0, 2 * S, 4 * S), (30e6, 12e6, 24e6)), owd_ms=10,
+                                  buffer_bytes=40 * FRAME),
+                             path("lte", rate_bps=10e6, owd_ms=40, buffer_bytes=60 * FRAME)], duration_s=6),
+        "finite-4MB": dict(paths=[path("wifi", rate_bps=30e6, owd_ms=10, buffer_bytes=50 * FRAME),
+                                  path("lte", rate_bps=10e6, owd_ms=40, buffer_bytes=500 * FRAME)],
+                           size_bytes=4_000_000, duration_s=20),
+        "symmetric": dict(paths=[path("wifi", rate_bps=20e6, owd_ms=5, buffer_bytes=100 * FRAME),
+                                 path("lte", rate_bps=20e6, owd_ms=5, buffer_bytes=100 * FRAME)], duration_s=6),
+    }
+
+
+def synthetic_rows() -> list[dict[str, Any]]:
+    from _truth import replay_truth
+
+    from workbench.metrics import summarize
+    from workbench.metrics.throughput import path_stats
+    from workbench.replay import Bulk, ConnectionConfig, Finite, run_replay
+    from workbench.schedulers import get
+    from workbench.timeline import estimate_bins, estimate_timelines, to_path_configs
+
+    def shares(ev: pl.DataFrame) -> dict[str, float]:
+        return {r["path"]: r["share"] for r in path_stats(ev, point="rcv").iter_rows(named=True)}
+
+    rows = []
+    for case, kw in _synthetic_cases().items():
+        tr = replay_truth(**kw)
+        true_sum = summarize(tr.events)
+        true_share = shares(tr.events)
+        for view in ("pair", "client"):
+            t = time.perf_counter()
+            ev = tr.view(view)
+            tls = estimate_timelines(ev)
+            bins = estimate_bins(ev)
+            size = kw.get("size_bytes")
+            wl = Finite(size_bytes=size) if size else Bulk()
+            span = int(ev["t_ns"].max() - ev["t_ns"].min())  # type: ignore[operator]
+            rep = run_replay(to_path_configs(tls, duration_ns=span), get("minrtt"), workload=wl,
+                             duration_ns=round(kw["duration_s"] * S) if not size else 4 * round(kw["duration_s"] * S),
+                             seed=1, conn=ConnectionConfig(quickack_on_meta_ooo=False))
+            rep_sum = summarize(rep.events)
+            rep_share = shares(rep.events)
+            for p in tr.paths:
+                b = bins.filter(pl.col("path") == p.name)
+                truth = np.array([p.rate_down_bps.at(int(x) + 50 * MS) for x in b["t_epoch_ns"].to_list()])
+                tl = tls[p.name]
+                true_outages = sum(1 for v in p.rate_down_bps.values if v == 0)
+                # What a measurement can see: the engine's link adds a full frame's transmission time
+                # to the propagation delay (the lab's token bucket does not); one capture sees RTT / 2.
+                ser_ms = 1514 * 8e3 / p.rate_down_bps.at(0)
+                down_ms, up_ms = p.owd_down_ns.at(0) / 1e6 + ser_ms, p.owd_up_ns.at(0) / 1e6
+                if view != "pair":
+                    down_ms = up_ms = (down_ms + up_ms) / 2
+                rows.append({
+                    "set": "synthetic", "run": case, "view": view, "path": p.name, **_bin_scores(b, truth),
+                    "owd_down_err_ms": float(tl.steps["owd_down_ns"].median()) / 1e6 - down_ms,
+                    "owd_up_err_ms": float(tl.steps["owd_up_ns"].median()) / 1e6 - up_ms,
+                    "outages": len(tl.outages), "outages_expected": true_outages,
+                    "goodput_err": rep_sum["goodput_mbps"] / true_sum["goodput_mbps"] - 1,
+                    "share_err": rep_share.get(p.name, 0.0) - true_share.get(p.name, 0.0),
+                    "wall_s": time.perf_counter() - t,
+                })
+    return rows
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:+.3f}" if abs(v) < 10 else f"{v:.1f}"
+    return str(v)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lab-only", action="store_true")
+    ap.add_argument("--synthetic-only", action="store_true")
+    args = ap.parse_args()
+    rows: list[dict[str, Any]] = []
+    if not args.synthetic_only:
+        rows += lab_rows()
+    if not args.lab_only:
+        rows += synthetic_rows()
+    df = pl.DataFrame(rows, infer_schema_length=None)
+    cols = ["set", "run", "view", "path", "measured", "measured_ok", "dispersion", "dispersion_ok", "lower_bound",
+            "outage", "estimated", "owd_down_err_ms", "owd_up_err_ms", "outages", "outages_expected", "goodput_err",
+            "share_err"]
+    print(" | ".join(cols))
+    for r in df.select([c for c in cols if c in df.columns]).iter_rows(named=True):
+        print(" | ".join(_fmt(r.get(c)) for c in cols))
+    print()
+    for (s, view), g in df.group_by("set", "view", maintain_order=True):
+        runs = g.unique(["run"])
+        gp_ok = float((runs["goodput_err"].abs() <= (0.10 if view == "pair" else 0.15)).mean())  # type: ignore[arg-type]
+        sh_ok = float((g["share_err"].abs() <= 0.03).mean())  # type: ignore[arg-type]
+        meas = g.filter(pl.col("measured") > 0)
+        disp = g.filter(pl.col("dispersion") > 0) if "dispersion_ok" in g.columns else g.head(0)
+        print(f"{s:9} {view:6}: runs {runs.height}; goodput within {'10' if view == 'pair' else '15'} %: "
+              f"{100 * gp_ok:.0f} % of runs; share within 3 pt: {100 * sh_ok:.0f} % of paths; "
+              f"measured bins within 5 %: {100 * float((meas['measured_ok'] * meas['measured']).sum() / max(meas['measured'].sum(), 1)):.1f} %; "
+              f"dispersion bins within 15 %: "
+              f"{100 * float((disp['dispersion_ok'] * disp['dispersion']).sum() / max(disp['dispersion'].sum(), 1)):.1f} %; "
+              f"|owd err| <= 1 ms: {100 * float((g['owd_down_err_ms'].abs() <= 1).mean()):.0f} % down, "
+              f"{100 * float((g['owd_up_err_ms'].abs() <= 1).mean()):.0f} % up; outages found/expected "
+              f"{int(g['outages'].sum())}/{int(g['outages_expected'].sum())}; wall {float(g['wall_s'].sum()):.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Congestion-control conformance: what every `CongestionControl` (workbench.replay.cc) must do,
+checked on `StubSubflow`s (the shipped test double: the few subflow fields a CC reads and writes),
+so a new or compiled CC is held to the Linux contract the built-in ones follow.
+
+Checks (`CC_CHECKS`):
+
+``slow_start``  below ssthresh each ACKed segment adds one segment (tcp_slow_start): 10 single-segment
+                ACKs take cwnd 10 -> 20, and growth stops at ssthresh.
+``decrease``    on loss ssthresh is between half and three quarters of cwnd (Reno/LIA/OLIA 1/2,
+                CUBIC 717/1024), and never below 2.
+``avoidance``   at ssthresh, a window of ACKs per RTT for 20 RTTs grows cwnd by at least one segment
+                and never more than doubles it in one RTT.
+``coupled``     with two subflows of equal RTT, the coupled increase of one is no larger than a lone
+                subflow's under the same CC (RFC 6356 goal 2: do no harm) — for coupled CCs only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["CC_CHECKS", "StubSubflow", "check_congestion_control"]
+
+CC_CHECKS: tuple[str, ...] = ("slow_start", "decrease", "avoidance", "coupled")
+_COUPLED = ("lia", "olia")
+
+
+class StubSubflow:
+    """A subflow as a congestion controller sees it (cwnd in segments, srtt in µs × 8)."""
+
+    def __init__(self, *, cwnd: int, ssthresh: int, srtt_ms: float) -> None:
+        self.cwnd = cwnd
+        self.ssthresh = ssthresh
+        self.cwnd_cnt = 0.0
+        self.cc_state: Any = None
+        self.srtt_us8 = int(srtt_ms * 1000) << 3
+        self.min_rtt_us = int(srtt_ms * 1000)
+        self.established = True
+        self.una_bytes = 1
+        self.una = self.nxt = 0
+        self.hystart_exits = 0
+
+
+def _windows(cc: Any, sf: StubSubflow, n: int, *, rtt_ns: int, t0_ns: int = 0) -> list[int]:
+    """cwnd after each of ``n`` RTTs of single-segment ACKs (one window per RTT)."""
+    out = []
+    t = t0_ns
+    for _ in range(n):
+        w = sf.cwnd
+        for i in range(w):
+            sf.una_bytes += 1448
+            cc.cong_avoid(sf, 1, t + rtt_ns * i // w)
+        t += rtt_ns
+        out.append(sf.cwnd)
+    return out
+
+
+def _check(make: Callable[[list[Any]], Any], name: str, check: str) -> list[str]:
+    if check == "slow_start":
+        sf = StubSubflow(cwnd=10, ssthresh=1 << 30, srtt_ms=50)
+        cc = make([sf])
+        for _ in range(10):
+            cc.cong_avoid(sf, 1, 0)
+        out = [] if sf.cwnd == 20 else [f"10 ACKs in slow start took cwnd 10 -> {sf.cwnd}, expected 20"]
+        sf2 = StubSubflow(cwnd=10, ssthresh=14, srtt_ms=50)
+        cc2 = make([sf2])
+        for _ in range(4):
+            cc2.cong_avoid(sf2, 1, 0)
+        if sf2.cwnd != 14:
+            out.append(f"slow start went past ssthresh 14: cwnd {sf2.cwnd}")
+        return out
+    if check == "decrease":
+        out = []
+        for cwnd in (2, 3, 10, 100, 1000):
+            sf = StubSubflow(cwnd=cwnd, ssthresh=cwnd, srtt_ms=50)
+            th = make([sf]).ssthresh(sf)
+            if th < 2 or (cwnd >= 8 and not 0.5 * cwnd - 1 <= th <= 0.75 * cwnd):
+                out.append(f"ssthresh {th} for cwnd {cwnd}")
+        return out
+    if check == "avoidance":
+        sf = StubSubflow(cwnd=20, ssthresh=20, srtt_ms=50)
+        cc = make([sf])
+        ws = _windows(cc, sf, 20, rtt_ns=50_000_000, t0_ns=1_000_000_000)
+        out = []
+        if ws[-1] <= 20:
+            out.append(f"no growth in 20 RTTs of congestion avoidance (cwnd {ws[-1]})")
+        prev = 20
+        for w in ws:
+            if w > 2 * prev:
+                out.append(f"cwnd more than doubled in one RTT ({prev} -> {w})")
+                break
+            prev = w
+        return out
+    if check == "coupled":
+        if name not in _COUPLED:
+            return []
+        lone = StubSubflow(cwnd=20, ssthresh=20, srtt_ms=50)
+        grow_lone = _windows(make([lone]), lone, 10, rtt_ns=50_000_000)[-1] - 20
+        a, b = (StubSubflow(cwnd=20, ssthresh=20, srtt_ms=50) for _ in range(2))
+        grow_a = _windows(make([a, b]), a, 10, rtt_ns=50_000_000)[-1] - 20
+        return [] if grow_a <= grow_lone else [f"coupled growth {grow_a} > a lone subflow's {grow_lone}"]
+    raise ValueError(f"unknown check {check!r}; known: {', '.join(CC_CHECKS)}")
+
+
+def check_congestion_control(name: str, *, make: Callable[[list[Any]], Any] | None = None,
+                             checks: Iterable[str] = CC_CHECKS) -> list[str]:
+    """Problems found (``[]`` = conforms). ``make(group)`` builds the CC (default: `make_cc(name, group)`)."""
+    if make is None:
+        from workbench.replay.cc import make_cc
+
+        def make(group: list[Any]) -> Any:
+            return make_cc(name, group)
+    return [f"{c}: {p}" for c in checks for p in _check(make, name, c)]
