@@ -327,8 +327,8 @@ def test_stms_fig12_gap_converges_after_fast_latency_drops() -> None:
     fast = PathConfig(name="fast", rate_down_bps=StepSeries.constant(30e6), rate_up_bps=StepSeries.constant(30e6),
                       owd_down_ns=owd, owd_up_ns=owd, buffer_down_bytes=60_000, buffer_up_bytes=100_000)
     slow = PathConfig.constant("slow", rate_bps=30e6, owd_ns=100 * MS, buffer_bytes=375_000)
-    log: list[tuple[int, int, float]] = []
-    r = run_replay([fast, slow], STMSAdjust(gap_log=log), workload=Bulk(), duration_ns=t_end, seed=1)
+    r = run_replay([fast, slow], STMSAdjust(), workload=Bulk(), duration_ns=t_end, seed=1)
+    log = [(t, i, g) for t, kind, i, g in r.observations if kind == "gap"]
 
     def mean_gap(t0: int, t1: int) -> float:
         g = [x for t, _, x in log if t0 <= t < t1]
@@ -365,11 +365,10 @@ def test_drepas_2g_path_goes_probing_and_comes_back_when_wlan_degrades() -> None
     zero scores; when the WLAN drops to 0.3 Mbit/s (at 8 s) the probed 2G path is active again.
     Probes: 10 copies every interval, no new payload on the probing path.
     Measured: probing at 3.4 s, active again at 9.6 s."""
-    log: list[tuple[int, int, str]] = []
     wlan = _wlan(StepSeries((0, 8 * S), (10e6, 0.3e6)))
     cfg = ConnectionConfig(send_buf_bytes=1 << 20, rcv_buf_bytes=2 << 20)  # decoupled CUBIC
-    r = run_replay([wlan, G2], DRePaS("minrtt", state_log=log), workload=Bulk(), conn=cfg,
-                   duration_ns=14 * S, seed=1)
+    r = run_replay([wlan, G2], DRePaS("minrtt"), workload=Bulk(), conn=cfg, duration_ns=14 * S, seed=1)
+    log = [(t, i, s) for t, kind, i, s in r.observations if kind == "path_state"]
     changes = [(t, s) for t, i, s in log if i == 1]
     assert changes and changes[0][1] == "probing" and changes[0][0] <= 3 * S + 1.5 * S, changes
     back = [t for t, s in changes if s == "active" and t > 8 * S]

@@ -27,8 +27,8 @@ opportunistic retransmission (``summary["opportunistic_retransmissions"]``, ``is
 With nothing sent-but-unacked (idle connection) no probe goes out.
 
 ``get("drepas", inner="minrtt", inner_params={...}, mincontribution=..., interval_s=...)`` or
-``DRePaS(some_scheduler_instance, ...)``. ``state_log=[]`` (keyword-only) collects
-``(t_ns, subflow, "active" | "probing")`` transitions; copies made by ``fresh()`` share it.
+``DRePaS(some_scheduler_instance, ...)``. Path-state transitions are reported on the run's observer
+channel: ``("path_state", subflow, "active" | "probing")`` rows in ``run.observations``.
 """
 
 from __future__ import annotations
@@ -81,13 +81,12 @@ class DRePaS(Layer):
     probe_segments: int
 
     def __init__(self, inner: Scheduler | str = "minrtt", *, inner_params: dict[str, Any] | None = None,
-                 state_log: list[tuple[int, int, str]] | None = None, **values: Any) -> None:
+                 **values: Any) -> None:
         if isinstance(inner, str):
             inner = get(inner, **(inner_params or {}))
         elif inner_params:
             raise TypeError("inner_params only go with an inner scheduler given by name")
         super().__init__(inner, **values)
-        self.state_log = state_log
         self._subflows: list[SubflowView] = []
         self._state: dict[int, str] = {}
         self._inflight: dict[int, deque[int]] = {}   # in-flight bytes samples, newest last
@@ -97,16 +96,6 @@ class DRePaS(Layer):
         self._next_probe_ns: dict[int, int] = {}
         self._probe_left: dict[int, int] = {}
         self.n_probes = 0
-
-    def fresh(self) -> DRePaS:
-        log, self.state_log = self.state_log, None
-        try:
-            new = super().fresh()
-        finally:
-            self.state_log = log
-        assert isinstance(new, DRePaS)
-        new.state_log = log  # shared on purpose: the caller reads what the run's copy logged
-        return new
 
     # ------------------------------------------------------------------ scoring
     def state(self, index: int) -> str:
@@ -167,8 +156,7 @@ class DRePaS(Layer):
             self._probe_left[index] = 0
         else:
             self._scores[index].clear()  # a fresh interval before it can be suspended again
-        if self.state_log is not None:
-            self.state_log.append((now, index, state))
+        self.observe(now, "path_state", index, state)
 
     # ------------------------------------------------------------------ Layer
     def usable(self, conn: ConnView, subflows: list[SubflowView]) -> list[SubflowView]:

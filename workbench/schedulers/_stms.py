@@ -40,9 +40,8 @@ acknowledged range (−; all slow subflows if none did).
 Retransmissions: the reinjection queue goes first, on the subflow the out-of-tree default would pick
 (§1.2 path-mask rules); no opportunistic retransmission or penalization (not part of STMS).
 
-For analysis, ``gap_log=[]`` (keyword-only, not a tunable parameter) collects ``(t_ns, subflow,
-gap_segments)`` every time the gap is set; copies made by ``fresh()`` append to the same list, so
-it survives ``run_replay`` (which runs a fresh copy).
+For analysis, every time the gap is set the scheduler reports it on the run's observer channel:
+``("gap", subflow, gap_segments)`` rows in ``run.observations`` (`Scheduler.observe`).
 """
 
 from __future__ import annotations
@@ -78,9 +77,8 @@ class _STMS(Scheduler):
 
     bandwidth: str
 
-    def __init__(self, *, gap_log: list[tuple[int, int, float]] | None = None, **values: Any) -> None:
+    def __init__(self, **values: Any) -> None:
         super().__init__(**values)
-        self.gap_log = gap_log
         # segment -> slow subflow that took it out of order (§4 "mark the packets sent from the
         # slow path"); STMS-A reads it for the left edge of the window
         self._slow_sent: dict[int, int] = {}
@@ -90,16 +88,6 @@ class _STMS(Scheduler):
 
     def on_start(self, conn: ConnView, subflows: list[SubflowView]) -> None:
         self._subflows = subflows  # the engine's live views (read-only)
-
-    def fresh(self) -> _STMS:
-        log, self.gap_log = self.gap_log, None
-        try:
-            new = super().fresh()
-        finally:
-            self.gap_log = log
-        assert isinstance(new, _STMS)
-        new.gap_log = log  # shared on purpose: the caller reads what the run's copy logged
-        return new
 
     # ------------------------------------------------------------------ gap
     def _calc_gap(self, fast: SubflowView, slow: SubflowView, subflows: list[SubflowView]) -> float:
@@ -118,8 +106,7 @@ class _STMS(Scheduler):
     def gap(self, conn: ConnView, fast: SubflowView, slow: SubflowView, subflows: list[SubflowView]) -> int:
         """Segments to leave for the faster subflows before ``slow``'s next segment."""
         g = self._calc_gap(fast, slow, subflows)
-        if self.gap_log is not None:
-            self.gap_log.append((conn.now_ns, slow.index, g))
+        self.observe(conn.now_ns, "gap", slow.index, g)
         return round(g)
 
     # ------------------------------------------------------------------ Algorithm 1
@@ -204,8 +191,8 @@ class STMSAdjust(_STMS):
     ewma_weight: float
     min_burst_segments: int
 
-    def __init__(self, *, gap_log: list[tuple[int, int, float]] | None = None, **values: Any) -> None:
-        super().__init__(gap_log=gap_log, **values)
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**values)
         self._gap: dict[int, float] = {}     # slow subflow -> gap (segments)
         self._acc: dict[int, float] = {}     # Σ delta_gap of the current interval per slow subflow
         self._una = 0                        # DATA_ACK seen at the previous ACK (bytes)
@@ -216,8 +203,7 @@ class STMSAdjust(_STMS):
         if g is None:
             g = self._calc_gap(fast, slow, subflows)
             self._gap[slow.index] = g
-            if self.gap_log is not None:
-                self.gap_log.append((conn.now_ns, slow.index, g))
+            self.observe(conn.now_ns, "gap", slow.index, g)
         return round(g)
 
     def _interval_ns(self, subflows: list[SubflowView]) -> int:
@@ -269,7 +255,6 @@ class STMSAdjust(_STMS):
         for j, g in self._gap.items():
             g = max(0.0, (1.0 - w) * g + w * (g + self._acc.get(j, 0.0)))
             self._gap[j] = g
-            if self.gap_log is not None:
-                self.gap_log.append((now_ns, j, g))
+            self.observe(now_ns, "gap", j, g)
         self._acc.clear()
         self._next_adjust_ns = now_ns + self._interval_ns(self._subflows)
