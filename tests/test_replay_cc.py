@@ -72,4 +72,4 @@ def test_every_cc_completes_a_lossy_two_path_transfer(cc: str) -> None:
     r = run_replay(paths, get("minrtt"), workload=Finite(size_bytes=3_000_000), conn=ConnectionConfig(cc=cc),
                    seed=1)
     assert r.summary["completed"]
-    assert r.goodput_bps > 8e6
+    assert r.delivery_rate_bps > 8e6

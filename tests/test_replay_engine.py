@@ -206,10 +206,10 @@ def test_send_buffer_limit_is_respected() -> None:
 def test_single_path_baselines() -> None:
     res = run_single_path_baselines(two_paths(), workload=Bulk(), duration_ns=3 * S, record=False)
     assert set(res) == {"wifi", "lte"}
-    assert res["wifi"].goodput_bps > 2.5 * res["lte"].goodput_bps
+    assert res["wifi"].delivery_rate_bps > 2.5 * res["lte"].delivery_rate_bps
     assert res["wifi"].config.mss_bytes == 1448
     both = run_replay(two_paths(), get("minrtt"), workload=Bulk(), duration_ns=3 * S, record=False)
-    assert both.goodput_bps > res["wifi"].goodput_bps
+    assert both.delivery_rate_bps > res["wifi"].delivery_rate_bps
 
 
 def test_time_varying_rate_is_followed() -> None:

@@ -85,7 +85,7 @@ def test_minrtt_opportunistic_retransmission_and_penalization_when_rwnd_limited(
     assert set(reinj["path"].unique().to_list()) == {"fast"}
     r0 = run_replay(slow, get("minrtt_noor"), workload=Bulk(), conn=cfg, duration_ns=5 * S)
     assert r0.summary["opportunistic_retransmissions"] == 0 and r0.summary["penalizations"] == 0
-    assert r.goodput_bps > r0.goodput_bps
+    assert r.delivery_rate_bps > r0.delivery_rate_bps
 
 
 def test_roundrobin_shares_equal_paths_evenly() -> None:
@@ -169,4 +169,4 @@ class CapWindow(Layer):
 def test_flow_control_layer_narrows_the_window() -> None:
     one = [PathConfig.constant("p", rate_bps=100e6, owd_ns=20 * MS, buffer_bytes=1_000_000)]
     r = run_replay(one, CapWindow(get("minrtt_noor"), 50_000), workload=Bulk(), duration_ns=3 * S)
-    assert r.goodput_bps == pytest.approx(50_000 * 8 / 0.040, rel=0.15)  # cap / RTT
+    assert r.delivery_rate_bps == pytest.approx(50_000 * 8 / 0.040, rel=0.15)  # cap / RTT

@@ -489,7 +489,7 @@ def _bulk_ooo(name: str, rcv_buf: int, paths: list[PathConfig]) -> tuple[float, 
     r = run_replay(paths, get(name), workload=Bulk(), conn=ConnectionConfig(rcv_buf_bytes=rcv_buf),
                    duration_ns=8 * S)
     sm = r.samples.filter((pl.col("kind") == "periodic") & (pl.col("t_ns") >= 3 * S))
-    return r.goodput_bps / 1e6, float(sm["rcv_ooo_bytes"].mean()) / 1e3
+    return r.delivery_rate_bps / 1e6, float(sm["rcv_ooo_bytes"].mean()) / 1e3
 
 
 def test_otias_fig5_6_smaller_ooo_queue_and_throughput_at_small_receive_buffer() -> None:

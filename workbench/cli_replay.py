@@ -210,7 +210,7 @@ def _print_report(plan: _Plan, report: dict[str, Any]) -> None:
     rows = [
         ("goodput Mbit/s", _fmt(m.get("goodput_mbps"))),
         ("delivered bytes", _fmt(m.get("delivered_bytes"))),
-        ("completion s", _fmt(e["completion_ns"] / 1e9, 3) if completed
+        ("completion s", _fmt(m.get("completion_s"), 3) if completed
          else "– (ran to the time cap)" if getattr(plan.workload, "stop_ns", 1) is None else "not completed"),
         ("simulated s", _fmt(e["sim_ns"] / 1e9, 3) if "sim_ns" in e else "–"),
         ("OOO delay p50 ms", _fmt(m.get("ooo_p50_ms"))),

@@ -542,7 +542,7 @@ def _check(subject: _Subject, check: str) -> list[str]:
 
             # what was queued on wifi before the outage drains right after it; only sending in the
             # later half of the rest of the transfer shows the scheduler uses the path again
-            end = run.result.summary["completion_ns"]
+            end = run.result.summary["all_acked_ns"]
             late = t1 + (end - t1) // 2
             n = run.result.events.filter(
                 (pl.col("point") == "snd") & (pl.col("dir") == "s2c") & (pl.col("path") == "wifi")

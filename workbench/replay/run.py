@@ -89,8 +89,10 @@ class ReplayResult:
         return list(self.recorder.observations) if self.recorder is not None else []
 
     @property
-    def goodput_bps(self) -> float:
-        return float(self.summary["goodput_bps"])
+    def delivery_rate_bps(self) -> float:
+        """In-order bytes over the time to the last in-order delivery (finished transfers) or the run's
+        end: the engine's counter. For goodput as reported, use `workbench.metrics.summarize`."""
+        return float(self.summary["delivery_rate_bps"])
 
 
 def handshake_times(paths: list[PathConfig], join_delay_ns: int = 0, *, direction: str = "down",
@@ -241,11 +243,14 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
     delivered = c.rx.rcv_nxt
     summary: dict[str, Any] = {
         "sim_ns": t_end,
+        # The engine's own counters. Goodput and completion as users see them come from the
+        # PacketEvents (workbench.metrics), the one definition for captures and replays; these are
+        # named apart: when the sender had everything DATA_ACKed, and bytes over that time.
         "completed": c.done,
-        "completion_ns": c.done_ns,
+        "all_acked_ns": c.done_ns,
         "delivered_bytes": delivered,
         # finished transfers: bytes / (connect .. last byte delivered), as the lab measures goodput
-        "goodput_bps": (delivered * 8e9 / (c.rx.delivered_t_ns if c.done and c.rx.delivered_t_ns else t_end)
+        "delivery_rate_bps": (delivered * 8e9 / (c.rx.delivered_t_ns if c.done and c.rx.delivered_t_ns else t_end)
                         if t_end > 0 else 0.0),
         "last_delivery_ns": c.rx.delivered_t_ns,
         "wall_s": wall,
