@@ -227,6 +227,8 @@ def compare(
     cc: Annotated[str, typer.Option(help="congestion control of the capture: cubic | reno | lia | olia")] = "cubic",
     seed: Annotated[int, typer.Option(help="replay seed")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
+    backend: Annotated[str, typer.Option(
+        help="model (the replay engine), kernel (the real Linux kernel: root), or both side by side")] = "model",
 ) -> None:
     """Estimate a capture's path timelines, replay them with its scheduler, compare observed vs replayed."""
     from workbench.capture import load, parse_path_names
@@ -235,21 +237,32 @@ def compare(
 
     # A CSV export brings its partner subflows' files, as `timeline` does.
     cap = load(capture_source(file), peer=peer, path_names=parse_path_names(path or []))
-    r = compare_capture(cap, scheduler=scheduler, conn=connection, cc=cc, seed=seed)
+    if backend not in ("model", "kernel", "both"):
+        raise InputError(None, f"--backend must be model, kernel or both, not {backend!r}")
+    r = compare_capture(cap, scheduler=scheduler, conn=connection, cc=cc, seed=seed,
+                        backend="kernel" if backend == "kernel" else "model", with_kernel=backend == "both")
     if as_json:
         doc = {"source": r.source, "scheduler": r.scheduler, "settings": r.settings,
                "rows": [row | {"warnings": r.warnings_for(row["metric"])} for row in r.table.to_dicts()],
                "warnings": [str(w) for w in r.warnings], "caveats": [w.to_dict() for w in r.warnings]}
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
-    t = Table(title=f"{r.source}: observed vs replayed ({r.scheduler})", title_justify="left")
-    for col in ("metric", "observed", "replayed", "difference", "see warnings"):
+    replayed = "kernel" if backend == "kernel" else "model"
+    both = r.kernel is not None
+    t = Table(title=f"{r.source}: observed vs replayed ({r.scheduler}, {replayed}{' and kernel' if both else ''})",
+              title_justify="left")
+    cols = ["metric", "observed", replayed, "difference", *(["kernel", "kernel difference"] if both else []),
+            "see warnings"]
+    for col in cols:
         t.add_column(col, justify="left" if col in ("metric", "see warnings") else "right")
+
+    def shown(diff: float | None, kind: str) -> str:
+        return "–" if diff is None else (f"{100 * diff:+.1f}%" if kind == "rel" else f"{100 * diff:+.2f} pt")
+
     for row in r.table.iter_rows(named=True):
-        diff = row["error"]
-        shown = "–" if diff is None else (f"{100 * diff:+.1f}%" if row["error_kind"] == "rel" else f"{100 * diff:+.2f} pt")
-        t.add_row(row["metric"], _fmt(row["observed"], 3), _fmt(row["replayed"], 3), shown,
-                  _ranges(r.warnings_for(row["metric"])))
+        extra = [_fmt(row["kernel"], 3), shown(row["kernel_error"], row["error_kind"])] if both else []
+        t.add_row(row["metric"], _fmt(row["observed"], 3), _fmt(row["replayed"], 3),
+                  shown(row["error"], row["error_kind"]), *extra, _ranges(r.warnings_for(row["metric"])))
     out.print(t)
     for i, w in enumerate(r.warnings, start=1):
         out.print(f"[yellow]warning {i}:[/] {w}", highlight=False)

@@ -46,8 +46,10 @@ class CompareResult:
     replayed: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
     timelines: Any = None                     # the estimated Timelines that were replayed
-    replay: Any = None                        # the ReplayResult
+    replay: Any = None                        # the model's Run
     warnings: list[Caveat] = field(default_factory=list)  # each tied to a path ("" = all) and a quantity
+    kernel: Any = None                        # the kernel backend's Run of the same experiment (with_kernel)
+    experiment: Any = None                    # the Experiment that was replayed
 
     def warnings_for(self, metric: str) -> list[int]:
         """1-based indexes into ``warnings`` of those bearing on one table row: a path's rows
@@ -84,11 +86,13 @@ def replay_settings(cap: Capture, conn: int) -> dict[str, Any]:
 def compare_capture(
     cap: Capture, *, scheduler: Any = "upstream", conn: int | None = None, cc: str = "cubic",
     rcv_buf_bytes: int = 32 << 20, seed: int = 0, bin_ns: int = 100_000_000, backend: Any = "model",
+    with_kernel: bool = False,
 ) -> CompareResult:
     """Estimate `cap`'s timelines, replay them with `scheduler` (a name or an instance) and the
     capture's own transfer, and compare. The receiver is modelled as upstream Linux (no quick-ACK on
     connection-level reordering) with autotuned send buffers and a receive buffer of `rcv_buf_bytes`
-    (Linux tcp_rmem max)."""
+    (Linux tcp_rmem max). ``with_kernel`` also runs the same experiment on the real kernel (root):
+    the table then has ``kernel`` and ``kernel_error`` (kernel vs observed) columns."""
     from workbench.backends import get_backend
     from workbench.capture_experiment import capture_settings, capture_stack, timelines_experiment
     from workbench.experiment import FiniteWorkload, SchedulerSpec
@@ -125,9 +129,24 @@ def compare_capture(
         rows.append(_row(key, observed.get(key), replayed.get(key), "rel"))
     table = pl.DataFrame(rows, schema={"metric": pl.String, "observed": pl.Float64, "replayed": pl.Float64,
                                        "error": pl.Float64, "error_kind": pl.String}, orient="row")
+    kernel_run = None
+    backend_warnings = list(result.warnings)
+    if with_kernel:
+        kernel_run = get_backend("kernel").run(experiment)
+        backend_warnings += [f"kernel: {w}" for w in kernel_run.warnings]
+        ks = summarize(kernel_run.events)
+        shares_k = _shares(kernel_run.events)
+        kval = {m: ks.get(m) for m, _ in _ROWS} | {f"share_{p}": shares_k.get(p) for p in shares_obs} \
+            | {f"rtt_p50_ms_{p}": ks.get(f"rtt_p50_ms_{p}") for p in shares_obs}
+        table = table.with_columns(kernel=pl.Series([kval.get(m) for m in table["metric"]], dtype=pl.Float64))
+        table = table.with_columns(kernel_error=pl.Series(
+            [_row(m, o, k, kind)[3] for m, o, k, kind in
+             zip(table["metric"], table["observed"], table["kernel"], table["error_kind"], strict=True)],
+            dtype=pl.Float64))
     return CompareResult(source=cap.source, scheduler=spec.name, table=table, observed=observed, replayed=replayed,
                          settings=settings, timelines=tls, replay=result,
-                         warnings=_caveats(tls, [*cap.warnings, *cs.warnings], result.warnings))
+                         warnings=_caveats(tls, [*cap.warnings, *cs.warnings], backend_warnings),
+                         kernel=kernel_run, experiment=experiment)
 
 
 def _caveats(tls: Any, capture_warnings: Any, backend_warnings: Any) -> list[Caveat]:

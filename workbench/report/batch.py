@@ -82,7 +82,7 @@ def write_atomic(path: Path, data: bytes | str) -> None:
 
 def resolve_settings(schedulers: str | Sequence[str], params: Sequence[str] = (), *, seed: int = 0,
                      duration_ns: int | None = None, workload: str = "auto", baselines: bool = True,
-                     cc: str = "cubic") -> ReportSettings:
+                     cc: str = "cubic", kernel: bool = False) -> ReportSettings:
     """Settings from CLI-style values; bad scheduler names or parameters raise `InputError` (usage)."""
     import yaml
 
@@ -122,7 +122,8 @@ def resolve_settings(schedulers: str | Sequence[str], params: Sequence[str] = ()
         raise InputError(None, f"--cc must be cubic, reno, lia or olia, not {cc!r}")
     return ReportSettings(schedulers=tuple(names),
                           params=tuple((n, tuple(sorted(per[n].items()))) for n in names if per[n]),
-                          seed=seed, duration_ns=duration_ns, workload=workload, baselines=baselines, cc=cc)
+                          seed=seed, duration_ns=duration_ns, workload=workload, baselines=baselines, cc=cc,
+                          kernel=kernel)
 
 
 def _scheduler_params(settings: ReportSettings) -> dict[str, dict[str, Any]]:

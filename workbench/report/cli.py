@@ -27,6 +27,8 @@ def _canonical(inputs: list[str], out: Path, settings: ReportSettings, params: l
         cmd += ["--param", p]
     cmd += ["--seed", str(settings.seed), "--workload", settings.workload, "--cc", settings.cc,
             "--baselines" if settings.baselines else "--no-baselines"]
+    if settings.kernel:
+        cmd.append("--kernel")
     if duration is not None:
         cmd += ["--duration", repr(duration)]
     for p in paths:
@@ -54,6 +56,9 @@ def report_command(
         help="auto (finite when the capture was a finished transfer, else bulk) | bulk | finite")] = "auto",
     baselines: Annotated[bool, typer.Option(help="also replay single-path TCP on each path")] = True,
     cc: Annotated[str, typer.Option(help="congestion control of capture replays: cubic | reno | lia | olia")] = "cubic",
+    kernel: Annotated[bool, typer.Option(
+        help="also run the upstream scheduler on the real Linux kernel (network namespaces: needs root and an "
+             "MPTCP kernel) and show it beside the model")] = False,
     path: Annotated[list[str] | None, typer.Option(
         "--path", help="name a path by its client address: ADDR=NAME (repeatable)")] = None,
     jobs: Annotated[int | None, typer.Option(
@@ -72,7 +77,7 @@ def report_command(
 
     settings = resolve_settings(schedulers, param or [], seed=seed,
                                 duration_ns=None if duration is None else round(duration * 1e9),
-                                workload=workload, baselines=baselines, cc=cc)
+                                workload=workload, baselines=baselines, cc=cc, kernel=kernel)
     outcome = run_report(inputs, out, settings, jobs=jobs, executor=executor, address=address,
                          path_names=parse_path_names(path or []), show_progress=progress,
                          command_line=_canonical(inputs, out, settings, param or [], duration, path or [], jobs,

@@ -107,26 +107,47 @@ _TRUST_KEYS = ["goodput_mbps", "completion_s", "ooo_p50_ms", "ooo_p95_ms", "ooo_
 
 def _trust_table(data: dict[str, Any], made_with: str = MADE_WITH) -> str:
     """How far to trust the replayed rows: the replay of the capture's own scheduler against the
-    observed run, per headline metric (empty without both rows)."""
+    observed run, and the real kernel (when it ran the same experiment) against both, per headline
+    metric (empty without a reference to compare with)."""
     kinds = {c["source"]: c["kind"] for c in data["columns"]}
-    if kinds.get("observed") != "observed" or kinds.get(made_with) != "scheduler":
+    has_obs = kinds.get("observed") == "observed"
+    has_kernel = kinds.get("kernel") == "kernel"
+    if kinds.get(made_with) != "scheduler" or not (has_obs or has_kernel):
         return ""
+
+    def err(a: Any, b: Any) -> tuple[str, str]:
+        if not (isinstance(a, int | float) and isinstance(b, int | float)):
+            return "–", "–"
+        e = a - b
+        return fmt(e), (f"{e / abs(b) * 100:+.1f} %" if b else "–")
+
+    head = ["metric", "unit"] + (["observed"] if has_obs else []) + ["model"] + (["kernel"] if has_kernel else [])
+    if has_obs:
+        head += ["model − observed", "%"]
+    if has_kernel:
+        head += ["model − kernel", "%"] + (["kernel − observed", "%"] if has_obs else [])
     rows = []
     for m in data["table"]:
         if m["key"] not in _TRUST_KEYS:
             continue
-        o, r = m["values"].get("observed"), m["values"].get(made_with)
-        err = r - o if isinstance(o, int | float) and isinstance(r, int | float) else None
-        rel = f"{err / abs(o) * 100:+.1f} %" if err is not None and o else "–"
-        rows.append(f"<tr><td>{_e(m['label'])}</td><td>{_e(m['unit'])}</td><td class=\"num\">{fmt(o)}</td>"
-                    f"<td class=\"num\">{fmt(r)}</td><td class=\"num\">{fmt(err)}</td><td class=\"num\">{rel}</td></tr>")
+        v = m["values"]
+        o, r, k = v.get("observed"), v.get(made_with), v.get("kernel")
+        cells = [_e(m["label"]), _e(m["unit"])] + ([fmt(o)] if has_obs else []) + [fmt(r)] + ([fmt(k)] if has_kernel else [])
+        if has_obs:
+            cells += list(err(r, o))
+        if has_kernel:
+            cells += list(err(r, k)) + (list(err(k, o)) if has_obs else [])
+        num = ' class="num"'
+        rows.append("<tr>" + "".join(f"<td{num if i >= 2 else ''}>{c}</td>" for i, c in enumerate(cells)) + "</tr>")
     if not rows:
         return ""
-    return (f"<h3>How far to trust these rows</h3><p class=\"cap\">The replay of <b>{_e(made_with)}</b> (Linux's "
-            "default scheduler, which the capture is taken to be made with) against what was observed. The other "
+    what = ("the real Linux kernel running the same experiment (network namespaces, workbench lab)"
+            if has_kernel else "")
+    ref = " and ".join(x for x in ("what was observed" if has_obs else "", what) if x)
+    return (f"<h3>How far to trust these rows</h3><p class=\"cap\">The model's replay of <b>{_e(made_with)}</b> "
+            f"(Linux's default scheduler, which the capture is taken to be made with) against {ref}. The other "
             "rows share its timelines and settings: expect errors of this size in them too.</p>"
-            "<table><tr><th>metric</th><th>unit</th><th>observed</th><th>replayed</th><th>error</th><th>error %</th>"
-            "</tr>" + "".join(rows) + "</table>")
+            "<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
 
 
 def input_page(result: dict[str, Any], figures: Sequence[tuple[str, str, Any]]) -> str:

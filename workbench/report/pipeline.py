@@ -13,11 +13,14 @@ module only decides what to run and with which workload and duration:
 * duration: ``--duration`` when given, else the main connection's duration in the capture (bulk
   replays are cut there). A finite replay ends by itself; its cap is then ``FINITE_CAP_FACTOR`` x
   the capture's duration, so a scheduler slower than the kernel is still seen finishing;
-* connection settings of capture replays: what the capture says (MSS, header bytes per segment, the
-  client's delay before joining subflows: `workbench.compare.replay_settings`), a receiver modelled
-  as upstream Linux (no quick-ACK on connection-level reordering, 32 MiB receive buffer, autotuned
-  send buffer) as `workbench.compare` does, and ``--cc``; when the capture cannot say (CSV exports
-  have no frame lengths) the engine's defaults, with a note;
+* connection settings of capture replays: `workbench.capture_experiment` (the one builder `compare`,
+  `tune` and the page use too): what the capture says (MSS, header bytes per segment, the client's
+  delay before joining subflows), an upstream-Linux stack (32 MiB receive buffer, autotuned send
+  buffer) and ``--cc``; what the capture cannot say (CSV exports have no frame lengths) falls back
+  to the model's defaults, with a note;
+* every replay is an `Experiment` run on a backend (`workbench.backends`): the model for every
+  scheduler and the single-path baselines, and with ``kernel`` also the real Linux kernel for the
+  scheduler it runs (upstream default), whose row carries its difference from the model's;
 * non-capture inputs (timelines, scenario, rate/mahimahi traces) have no observed row; their duration
   is ``--duration``, else the scenario's ``duration_s``, else the timelines' span, else 10 s. A
   scenario's own workload and connection settings are used (`workbench.scenario.load_scenario`);
@@ -62,6 +65,7 @@ class ReportSettings:
     baselines: bool = True
     cc: str = "cubic"                  # congestion control of capture replays (scenarios say their own)
     max_points: int = 600              # per figure trace (display thinning only)
+    kernel: bool = False               # also run the upstream scheduler on the real kernel (root)
 
     def params_of(self, name: str) -> dict[str, Any]:
         return dict(dict(self.params).get(name, ()))
@@ -70,7 +74,7 @@ class ReportSettings:
         return {"schedulers": list(self.schedulers),
                 "params": {k: dict(v) for k, v in self.params},
                 "seed": self.seed, "duration_ns": self.duration_ns, "workload": self.workload,
-                "baselines": self.baselines, "cc": self.cc, "max_points": self.max_points}
+                "baselines": self.baselines, "cc": self.cc, "max_points": self.max_points, "kernel": self.kernel}
 
 
 def file_sha256(path: str | Path) -> str:
@@ -119,8 +123,8 @@ def _finite_transfer(events: Any, summary: dict[str, Any]) -> bool:
 
 
 def _input_timelines(spec: JobSpec) -> tuple[Any, Any, Any, int | None]:
-    """Timelines of a non-capture input, and what the file itself asks for: workload, connection
-    settings and duration (None where it says nothing)."""
+    """Timelines of a non-capture input, and what the file itself asks for: workload spec, stack
+    profile and duration (None where it says nothing)."""
     from workbench.timeline import Timelines, load_timelines, read_mahimahi, read_rate_csv, read_scenario
     path = Path(spec.files[0])
     if spec.kind == "timelines":
@@ -128,7 +132,7 @@ def _input_timelines(spec: JobSpec) -> tuple[Any, Any, Any, int | None]:
     if spec.kind == "scenario":
         from workbench.scenario import load_scenario
         sc = load_scenario(path)
-        return read_scenario(path), sc.workload, sc.conn, sc.duration_ns
+        return read_scenario(path), sc.workload_spec, sc.stack, sc.duration_ns
     if spec.kind == "rate":
         return Timelines([read_rate_csv(path, kind="capacity", name=path.stem)]), None, None, None
     if spec.kind == "mahimahi":
@@ -136,21 +140,30 @@ def _input_timelines(spec: JobSpec) -> tuple[Any, Any, Any, int | None]:
     raise InputError(path, f"cannot take timelines from a {spec.kind} input")
 
 
-def _capture_connection(cap: Any, conn: int, cc: str, notes: list[str]) -> Any:
-    """Connection settings of a capture's replays (see the module docstring)."""
-    from workbench.replay import ConnectionConfig
+def _capture_stack(cap: Any, conn: int, cc: str, notes: list[str]) -> tuple[Any, int]:
+    """(stack, join_after_ns) of a capture's replays (see the module docstring)."""
+    from workbench.capture_experiment import capture_settings, capture_stack
     try:
-        from workbench.compare import replay_settings
-        rs = replay_settings(cap, conn)
-        dflt = ConnectionConfig()  # what the capture cannot say (CSV exports: no frame lengths)
-        return ConnectionConfig(mss_bytes=int(rs["mss_bytes"] or dflt.mss_bytes),
-                                header_bytes=int(rs["header_bytes"] or dflt.header_bytes), cc=cc,
-                                send_buf_bytes=None, rcv_buf_bytes=_RCV_BUF_BYTES, quickack_on_meta_ooo=False,
-                                join_delay_ns=int(rs["join_delay_ns"]))
-    except (ImportError, InputError, TypeError, ValueError) as e:
-        # CSV exports carry no frame lengths, so header bytes cannot be read off them.
-        notes.append(f"connection settings not readable from the capture ({_one_line(e)}): engine defaults used")
-        return ConnectionConfig(cc=cc, send_buf_bytes=None, rcv_buf_bytes=_RCV_BUF_BYTES, quickack_on_meta_ooo=False)
+        cs = capture_settings(cap, conn)
+    except (InputError, TypeError, ValueError) as e:
+        notes.append(f"connection settings not readable from the capture ({_one_line(e)}): model defaults used")
+        return capture_stack(None, congestion_control=cc, rcv_buf_bytes=_RCV_BUF_BYTES), 0
+    notes.extend(cs.warnings)
+    return capture_stack(cs, congestion_control=cc, rcv_buf_bytes=_RCV_BUF_BYTES), cs.join_after_ns
+
+
+def _baseline_experiments(e: Any) -> dict[str, Any]:
+    """Plain single-path TCP on each path alone, with the same links, stack, workload and seed."""
+    from dataclasses import replace
+
+    from workbench.experiment import SchedulerSpec, SubflowSpec
+    out = {}
+    for p in e.paths:
+        names = {*p.down, *p.up}
+        out[p.name] = replace(e, links=tuple(lk for lk in e.links if lk.name in names), paths=(p,),
+                              subflows=(SubflowSpec(p.name),), protocol="tcp",
+                              scheduler=SchedulerSpec.of("minrtt", {"opportunistic": False}))
+    return out
 
 
 def _capture_view(ev: Any, conn: int, timelines: Any, spec: JobSpec, max_points: int) -> dict[str, Any] | None:
@@ -213,13 +226,15 @@ def run_job(spec: JobSpec, settings: ReportSettings, progress: Progress | None =
 def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, result: dict[str, Any]) -> None:
     import polars as pl
 
+    from workbench.backends import get_backend
+    from workbench.capture_experiment import capture_stack, timelines_experiment
+    from workbench.experiment import BulkWorkload, FiniteWorkload, SchedulerSpec, workload_text
     from workbench.metrics import aggregation_benefit
-    from workbench.replay import Bulk, ConnectionConfig, Finite, run_replay, run_single_path_baselines
     from workbench.report import figures
-    from workbench.schedulers import get
-    from workbench.timeline import estimate_timelines, fill_unknown, timeline_figure, to_path_configs
+    from workbench.timeline import estimate_timelines, fill_unknown, timeline_figure
 
-    n_steps = 3 + len(settings.schedulers) + (1 if settings.baselines else 0)
+    n_steps = 3 + len(settings.schedulers) + (1 if settings.baselines else 0) + (1 if settings.kernel else 0)
+    join_after_ns = 0
     steps = _Steps(n_steps, progress)
     common = {"input": spec.label, "input_id": spec.id, "seed": settings.seed}
     rows: list[dict[str, Any]] = []
@@ -248,11 +263,11 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
         finite = settings.workload == "finite" or (settings.workload == "auto" and _finite_transfer(ev, obs))
         if finite:
             size = int(obs["delivered_bytes"])
-            workload: Any = Finite(size)
+            workload: Any = FiniteWorkload(size)
             result["workload"] = f"finite {size} bytes (delivered in the capture)"
             cap_ns = settings.duration_ns or max(capture_ns, 1_000_000_000) * FINITE_CAP_FACTOR
         else:
-            workload = Bulk()
+            workload = BulkWorkload()
             result["workload"] = "bulk"
             cap_ns = settings.duration_ns or capture_ns
         observed = (ev, conn)
@@ -263,7 +278,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
                                                            "this connection uploads")
             _finish(result, rows, fig_sources, None, steps)
             return
-        cfg = _capture_connection(cap, conn, settings.cc, notes)
+        stack, join_after_ns = _capture_stack(cap, conn, settings.cc, notes)
         try:
             timelines = estimate_timelines(ev)
         except InputError as e:
@@ -273,19 +288,25 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
             return
         result["capture_view"] = _capture_view(ev, conn, timelines, spec, settings.max_points)
     else:
-        timelines, file_workload, file_cfg, file_ns = _input_timelines(spec)
+        timelines, file_workload, file_stack, file_ns = _input_timelines(spec)
         cap_ns = settings.duration_ns or file_ns or _timelines_span_ns(timelines) or DEFAULT_DURATION_NS
-        workload = file_workload if file_workload is not None else Bulk()
-        result["workload"] = "bulk" if file_workload is None else f"from the file: {file_workload!r}"
-        cfg = file_cfg if file_cfg is not None else ConnectionConfig(cc=settings.cc)
+        workload = file_workload if file_workload is not None else BulkWorkload()
+        result["workload"] = "bulk" if file_workload is None else f"from the file: {workload_text(file_workload)}"
+        stack = file_stack if file_stack is not None else capture_stack(None, congestion_control=settings.cc,
+                                                                         rcv_buf_bytes=_RCV_BUF_BYTES)
         steps.tick("timelines read")
     result["duration_ns"] = cap_ns
-    result["connection"] = asdict(cfg)
+    result["connection"] = asdict(stack)
     result["paths"] = list(timelines)     # primary first: the order (and colours) of every figure
     steps.tick("path timelines")
 
+    def experiment(name: str, params: dict[str, Any]) -> Any:
+        return timelines_experiment(timelines, workload=workload, scheduler=SchedulerSpec.of(name, params), stack=stack,
+                                    seed=settings.seed, duration_ns=cap_ns, join_after_ns=join_after_ns,
+                                    default_owd_ns=DEFAULT_OWD_NS)
+
     try:
-        paths = to_path_configs(timelines, duration_ns=cap_ns, default_owd_ns=DEFAULT_OWD_NS)
+        base_experiment = experiment("upstream", {})
     except InputError as e:
         if observed is None:
             raise
@@ -297,19 +318,21 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
         notes.extend(f"{tl.name}: {n}" for n in filled.notes if n not in tl.notes)
     tl_fig_json = timeline_figure(timelines).to_json()
 
+    model = get_backend("model")
     sched_rows: list[dict[str, Any]] = []
     for name in settings.schedulers:
-        r = run_replay(paths, get(name, **settings.params_of(name)), workload=workload, conn=cfg,
-                       seed=settings.seed, duration_ns=cap_ns)
+        r = model.run(experiment(name, settings.params_of(name)))
         row = _summary_row(common | {"source": name, "kind": "scheduler", "params": params_text(name, settings)},
                            r.events, r.samples, None)
         sched_rows.append(row)
         fig_sources.append(figures.source_data(name, "scheduler", r.events, r.samples, None, settings.max_points))
         steps.tick(f"replay {name}")
     base_rows: list[dict[str, Any]] = []
+    if settings.kernel:
+        sched_rows.extend(_kernel_rows(base_experiment, common, sched_rows, notes, settings, fig_sources))
+        steps.tick("kernel")
     if settings.baselines:
-        base = run_single_path_baselines(paths, workload=workload, conn=cfg, seed=settings.seed,
-                                         duration_ns=cap_ns)
+        base = {name: model.run(e) for name, e in _baseline_experiments(base_experiment).items()}
         for pname, r in base.items():
             row = _summary_row(common | {"source": f"baseline:{pname}", "kind": "baseline"}, r.events, r.samples,
                                None)
@@ -324,8 +347,36 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
     rows.extend(sched_rows)
     rows.extend(base_rows)
     result["status"] = "ok"
-    result["finite"] = isinstance(workload, Finite)
+    result["finite"] = isinstance(workload, FiniteWorkload)
     _finish(result, rows, fig_sources, tl_fig_json, steps)
+
+
+def _kernel_rows(e: Any, common: dict[str, Any], model_rows: list[dict[str, Any]], notes: list[str],
+                 settings: ReportSettings, fig_sources: list[Any]) -> list[dict[str, Any]]:
+    """The real kernel running the upstream scheduler on the same experiment: its row, with its
+    difference from the model's upstream row (``vs_model_*``), and the emulation's own flag."""
+    from workbench.backends import UnsupportedExperiment, get_backend
+    from workbench.report import figures
+    try:
+        run = get_backend("kernel").run(e)
+    except UnsupportedExperiment as err:
+        notes.append(f"kernel: {err}")
+        return []
+    except InputError as err:  # no root, no MPTCP kernel: one line, the rest of the report stands
+        notes.append(f"kernel: not run ({_one_line(err)})")
+        return []
+    notes.extend(f"kernel: {w}" for w in run.warnings)
+    row = _summary_row(common | {"source": "kernel", "kind": "kernel", "params": "upstream (real Linux kernel)"},
+                       run.events, None, None)
+    row["emulation_ok"] = bool(run.counters.get("emulation_ok", True))
+    model_row = next((r for r in model_rows if r.get("source") == "upstream"), None)
+    if model_row is not None:
+        for key in ("goodput_mbps", "ooo_p50_ms", "ooo_p95_ms"):
+            k, m = row.get(key), model_row.get(key)
+            if k is not None and m is not None:
+                model_row[f"vs_kernel_{key}"] = float(m) - float(k)
+    fig_sources.append(figures.source_data("kernel", "kernel", run.events, None, None, settings.max_points))
+    return [row]
 
 
 def _finish(result: dict[str, Any], rows: list[dict[str, Any]], fig_sources: list[Any], tl_fig_json: str | None,

@@ -1,0 +1,72 @@
+"""The kernel backend beside the model where users look: `compare --backend both` on a bundled lab
+capture and `report --kernel` on a scenario put the real kernel's numbers next to the model's, with
+their differences, and the report's trust table carries the kernel column."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests._kernel import require_lab
+from tests._paths import REPO
+
+pytestmark = pytest.mark.slow
+
+SCENARIO = """
+duration_s: 3
+scheduler: upstream
+paths:
+  - {name: wifi, rate_mbps: 20, owd_ms: 10, buffer_packets: 60}
+  - {name: lte, rate_mbps: 8, owd_ms: 30, buffer_packets: 100}
+workload: {bulk: {stop_s: 2.5}}
+"""
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True,
+                          timeout=900, cwd=REPO)
+
+
+def test_compare_puts_model_and_kernel_side_by_side() -> None:
+    require_lab()
+    run = REPO / "traces" / "lab" / "c07"
+    r = _cli("compare", str(run / "client.pcap"), "--peer", str(run / "server.pcap"), "--path", "10.0.1.1=wifi",
+             "--path", "10.0.2.1=lte", "--backend", "both")
+    assert r.returncode == 0, r.stderr
+    assert "kernel difference" in r.stdout and "goodput_mbps" in r.stdout
+    from workbench.capture import load
+    from workbench.compare import compare_capture
+    cap = load(run / "client.pcap", peer=run / "server.pcap", path_names={"10.0.1.1": "wifi", "10.0.2.1": "lte"})
+    c = compare_capture(cap, with_kernel=True)
+    rows = {row["metric"]: row for row in c.table.iter_rows(named=True)}
+    g = rows["goodput_mbps"]
+    # the kernel replays the estimated timelines of a kernel capture: it should land near what was observed
+    assert g["kernel"] == pytest.approx(g["observed"], rel=0.25)
+    assert g["kernel_error"] == pytest.approx((g["kernel"] - g["observed"]) / g["observed"])
+    assert c.kernel is not None and c.kernel.backend == "kernel"
+    assert abs(rows["share_wifi"]["kernel"] - rows["share_wifi"]["observed"]) < 0.15
+
+
+def test_report_with_the_kernel_row(tmp_path: Path) -> None:
+    require_lab()
+    sc = tmp_path / "two.yaml"
+    sc.write_text(SCENARIO)
+    out = tmp_path / "rep"
+    r = _cli("report", str(sc), "-o", str(out), "--schedulers", "upstream,minrtt", "--kernel", "--jobs", "1",
+             "--no-progress")
+    assert r.returncode == 0, r.stderr
+    wide = pl.read_csv(next(out.glob("metrics_wide.csv")))
+    kinds = dict(zip(wide["source"], wide["kind"], strict=False))
+    assert kinds.get("kernel") == "kernel" and kinds.get("upstream") == "scheduler"
+    k = wide.filter(pl.col("source") == "kernel")["goodput_mbps"][0]
+    m = wide.filter(pl.col("source") == "upstream")["goodput_mbps"][0]
+    assert 0 < k <= 28 * 1424 / 1514 and 0 < m <= 28 * 1424 / 1514
+    page = next(p for p in out.glob("*.html") if p.name != "index.html").read_text()
+    assert "model − kernel" in page  # the trust table carries the kernel column
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["settings"]["kernel"] is True
