@@ -328,6 +328,12 @@ with t_replay, guard(st.error, rename):
         ccs = ["cubic", "reno", "lia", "olia"]
         cc = st.selectbox("congestion control", ccs, key="cc", index=ccs.index(kv["cc"]) if kv["cc"] in ccs else 0)
         seed = st.number_input("seed", min_value=0, max_value=2**31 - 1, key="seed", value=int(kv["seed"]))
+    no_kernel = work.kernel_available()
+    with_kernel = st.checkbox(
+        "also run the real Linux kernel (upstream scheduler, network namespaces)", key="with_kernel",
+        value=False, disabled=no_kernel is not None,
+        help=("the same experiment on the real MPTCP stack, beside the model's rows" if no_kernel is None
+              else f"not available here: {no_kernel}"))
     _keep("schedulers", *_WL_KEYS)
     workload_spec = work.WorkloadSpec(kind, float(seconds), int(size), int(segs), float(idle), int(nb))
     conn_spec = work.ConnSpec(cc, None if auto_snd else int(snd), int(rcv), int(seed))
@@ -348,6 +354,13 @@ with t_replay, guard(st.error, rename):
                 status.update(label=f"Replaying {spec.scheduler} ({i}/{len(replay_specs)})…")
                 results.append(work.replay_scheduler(tl_key, setup, spec))
                 status.write(f"{spec.scheduler}: done")
+            kernel_warnings: list[str] = []
+            if with_kernel:
+                status.update(label="Running the real kernel (upstream)…")
+                k = work.compute_kernel(setup)
+                results.append(k)
+                kernel_warnings = [f"kernel: {w}" for w in k["warnings"]]
+                status.write("kernel: done")
             status.update(label=f"Replayed {len(replay_specs)} scheduler(s)", state="complete", expanded=False)
         ss.wb_results = {"source": source.key, "run_key": run_key, "rows": [r["row"] for r in results],
                          "sources": [r["figures"] for r in results], "paths": list(tls),
@@ -356,7 +369,7 @@ with t_replay, guard(st.error, rename):
                                       f"connection: cc {conn_spec.cc}, send buffer "
                                       f"{conn_spec.send_buf_bytes or 'autotuned'}, receive buffer "
                                       f"{conn_spec.rcv_buf_bytes} B, seed {conn_spec.seed}"],
-                         "notes": list(setup.notes) + work.fill_notes(tls)}
+                         "notes": list(setup.notes) + work.fill_notes(tls) + kernel_warnings}
 
     res = ss.get("wb_results")
     if res and res["source"] == source.key:

@@ -70,3 +70,26 @@ def test_report_with_the_kernel_row(tmp_path: Path) -> None:
     assert "model − kernel" in page  # the trust table carries the kernel column
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["settings"]["kernel"] is True
+
+
+def test_page_runs_the_kernel_beside_the_model() -> None:
+    """The Replay tab's kernel checkbox: a "kernel" row in the results and a kernel column in the
+    trust table, with the model's difference from it."""
+    require_lab()
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=600)
+    at.run()
+    assert at.selectbox(key="bundled").value.startswith("lab/c07")
+    at.multiselect(key="schedulers").set_value(["upstream"])
+    assert not at.checkbox(key="with_kernel").disabled
+    at.checkbox(key="with_kernel").check()
+    at.button(key="run_replay").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    results = next(d.value for d in at.dataframe if "source" in d.value.columns and "role" in d.value.columns)
+    roles = dict(zip(results["source"], results["role"], strict=False))
+    assert roles.get("kernel") == "real kernel (upstream)"
+    trust = next(d.value for d in at.dataframe if "model − kernel" in d.value.columns)
+    assert trust["kernel"].notna().any()

@@ -54,12 +54,11 @@ def test_parse_workload() -> None:
 
 
 def test_measure_matches_summarize(tmp_path: Path) -> None:
+    from workbench.backends import get_backend
     from workbench.metrics import summarize
-    from workbench.replay import run_replay
-    from workbench.schedulers import get
 
     inp = load_inputs([_scenario(tmp_path / "a.json", 60)])[0]
-    r = run_replay(inp.paths, get("stms_a"), workload=inp.workload, conn=inp.conn, duration_ns=inp.duration_ns)
+    r = get_backend("model").run(inp.for_trial("stms_a", seed=0))
     keys = ["goodput_mbps", "completion_s", "ooo_mean_ms", "ooo_p95_ms", "ooo_p99_ms", "app_delay_mean_ms",
             "app_delay_p95_ms"]
     full = summarize(r.events)

@@ -1,5 +1,6 @@
 """Tuning inputs: what each ``INPUT`` on the command line becomes — one replay setting (paths,
-workload, connection, duration) that every trial replays with its candidate parameters.
+workload, stack, duration) as an `Experiment` that every trial runs with its candidate parameters on
+the model backend.
 
 An INPUT is one of:
 
@@ -35,48 +36,54 @@ DEFAULT_MAX_DURATION_NS = 30_000_000_000
 
 @dataclass
 class TuneInput:
-    """One replay setting. ``paths`` are `PathConfig`s; ``label`` is unique among the inputs."""
+    """One replay setting as an `Experiment` (its scheduler and seed are set per trial);
+    ``label`` is unique among the inputs."""
 
     label: str
     source: str
-    paths: list[Any]
-    workload: Any
-    conn: Any
-    duration_ns: int
+    experiment: Any
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_ns(self) -> int:
+        return int(self.experiment.duration_ns)
+
+    @property
+    def workload(self) -> Any:
+        return self.experiment.transfers[0].workload
+
+    @property
+    def paths(self) -> list[Any]:
+        """The model engine's paths of this experiment."""
+        from workbench.backends._model import engine_paths
+        return engine_paths(self.experiment)
 
     @property
     def finite(self) -> bool:
         """Whether the workload ends by itself (then completion time is defined)."""
-        from workbench.replay import AppTrace, Bursts, Finite
+        from workbench.experiment import BulkWorkload
 
-        return isinstance(self.workload, Finite | AppTrace | Bursts)
+        return not isinstance(self.workload, BulkWorkload)
+
+    def for_trial(self, scheduler: Any, *, seed: int) -> Any:
+        """The experiment with a trial's scheduler (a name, `SchedulerSpec` or instance) and seed."""
+        from dataclasses import replace
+
+        from workbench.experiment import SchedulerSpec
+        spec = (scheduler if isinstance(scheduler, SchedulerSpec) else SchedulerSpec.of(scheduler)
+                if isinstance(scheduler, str) else SchedulerSpec.instance(scheduler))
+        return replace(self.experiment, scheduler=spec, seed=seed)
 
 
 def parse_workload(text: str) -> Any:
-    """``bulk`` | ``finite:BYTES`` (suffixes k/M/G = 10^3/10^6/10^9, KiB/MiB too) -> a Workload."""
-    from workbench.replay import Bulk, Finite
+    """``bulk[:SECONDS]`` | ``finite:SIZE`` | ``bursts:SEGMENTS:IDLE_MS[:COUNT]`` -> a workload spec
+    (`workbench.experiment.parse_workload`, the one parser `replay` uses too)."""
+    from workbench.experiment import parse_workload as parse
 
-    t = text.strip().lower()
-    if t == "bulk":
-        return Bulk()
-    kind, _, size = t.partition(":")
-    if kind == "finite" and size:
-        units = {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
-                 "k": 1000, "m": 1000**2, "g": 1000**3, "b": 1}
-        for u in sorted(units, key=len, reverse=True):
-            if size.endswith(u):
-                number, scale = size[: -len(u)], units[u]
-                break
-        else:
-            number, scale = size, 1
-        try:
-            n_bytes = round(float(number) * scale)
-        except ValueError:
-            n_bytes = 0
-        if n_bytes > 0:
-            return Finite(size_bytes=n_bytes)
-    raise InputError(None, f"--workload must be bulk or finite:BYTES (e.g. finite:4MB), not {text!r}")
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise InputError(None, f"--workload {text!r}: {e}") from None
 
 
 def _is_lab_results(p: Path) -> bool:
@@ -94,9 +101,10 @@ def _timeline_span_ns(tls: Any) -> int | None:
 
 
 def _one(text: str, *, workload: Any, duration_ns: int | None) -> TuneInput:
-    from workbench.replay import Bulk, ConnectionConfig
+    from workbench.capture_experiment import timelines_experiment
+    from workbench.experiment import BulkWorkload, stack_profile
     from workbench.scenario import lab_scenario, load_scenario
-    from workbench.timeline import open_timelines, sniff_timeline_input, to_path_configs
+    from workbench.timeline import open_timelines, sniff_timeline_input
 
     parts = [Path(s) for s in text.split("+") if s]
     if not parts:
@@ -114,27 +122,36 @@ def _one(text: str, *, workload: Any, duration_ns: int | None) -> TuneInput:
         if not first.is_dir():
             sc = lab_scenario(first)
             dur = min(x for x in (sc.duration_ns, cap) if x) if (sc.duration_ns or cap) else None
-            return TuneInput(text, str(first), sc.paths, sc.workload, sc.conn, int(dur or DEFAULT_MAX_DURATION_NS),
+            return TuneInput(text, str(first), sc.to_experiment(duration_ns=int(dur or DEFAULT_MAX_DURATION_NS)),
                              {"kind": "lab"})
         parts = [server, client]
     kinds = [sniff_timeline_input(p) for p in parts]
     if len(parts) == 1 and kinds[0] == "scenario" and first.suffix.lower() in (".yaml", ".yml", ".json"):
         sc = load_scenario(first)
-        wl = sc.workload
+        wl = sc.workload_spec
         dur = min(x for x in (sc.duration_ns, cap) if x) if (sc.duration_ns or cap) else None
         if dur is None:
-            if isinstance(wl, Bulk) and wl.stop_ns is None:
+            if isinstance(wl, BulkWorkload) and wl.stop_ns is None:
                 raise InputError(first, "a bulk scenario needs duration_s (or give --duration)")
             dur = DEFAULT_MAX_DURATION_NS
-        return TuneInput(text, str(first), sc.paths, wl, sc.conn, int(dur), {"kind": "scenario"})
+        return TuneInput(text, str(first), sc.to_experiment("upstream", duration_ns=int(dur)), {"kind": "scenario"})
     if len(parts) == 2 and all(k == "capture" for k in kinds):
         tls = open_timelines([parts[0]], peer=parts[1])
     else:
         tls = open_timelines(parts)
     span = _timeline_span_ns(tls)
     dur = cap if cap is not None else min(span or DEFAULT_MAX_DURATION_NS, DEFAULT_MAX_DURATION_NS)
-    return TuneInput(text, text, to_path_configs(tls, duration_ns=dur), workload, ConnectionConfig(), int(dur),
-                     {"kind": "timelines", "span_ns": span})
+    stack, join_ns = stack_profile("linux-upstream"), 0
+    if kinds[0] == "capture":
+        # a capture (pair): the stack it shows, as compare, report and the page read it
+        from workbench.capture import load
+        from workbench.capture_experiment import capture_settings, capture_stack
+        cap_obj = load(parts[0], peer=parts[1] if len(parts) == 2 and kinds[1] == "capture" else None)
+        cs = capture_settings(cap_obj, cap_obj.main_connection)
+        stack, join_ns = capture_stack(cs), cs.join_after_ns
+    e = timelines_experiment(tls, workload=workload, scheduler="upstream", stack=stack, duration_ns=int(dur),
+                             join_after_ns=join_ns)
+    return TuneInput(text, text, e, {"kind": "timelines", "span_ns": span})
 
 
 def load_inputs(items: Sequence[str | Path], *, workload: str = "bulk",

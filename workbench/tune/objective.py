@@ -213,7 +213,7 @@ def measure(events: Any, metrics: Sequence[str]) -> dict[str, float | None]:
 def run_input(inp: TuneInput, scheduler: str, params: Mapping[str, Any], metrics: Sequence[str], *,
               seed: int = 0) -> dict[str, float | None]:
     """Replay one input with ``scheduler(**params)`` and return the metrics (plus ``wall_s``)."""
-    from workbench.replay import run_replay
+    from workbench.backends import get_backend
     from workbench.schedulers import get
 
     try:
@@ -221,7 +221,7 @@ def run_input(inp: TuneInput, scheduler: str, params: Mapping[str, Any], metrics
     except TypeError as e:
         raise InputError(None, f"scheduler {scheduler}: {e}") from None
     t0 = time.perf_counter()
-    r = run_replay(inp.paths, sched, workload=inp.workload, conn=inp.conn, seed=seed, duration_ns=inp.duration_ns)
+    r = get_backend("model").run(inp.for_trial(sched, seed=seed))
     out = measure(r.events, metrics)
     out["wall_s"] = time.perf_counter() - t0
     return out

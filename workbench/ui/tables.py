@@ -96,6 +96,7 @@ def results_table(rows: Sequence[dict[str, Any]], paths: Sequence[str] = (), *, 
     out = []
     for r in rows:
         role = ("observed" if r.get("kind") == "observed" else
+                "real kernel (upstream)" if r.get("kind") == "kernel" else
                 "capture's own scheduler" if made_with is not None and r["source"] == made_with else "what-if")
         d: dict[str, Any] = {"source": r["source"], "role": role, "params": r.get("params") or ""}
         for key, header in RESULT_COLUMNS:
@@ -118,23 +119,35 @@ ERROR_METRICS: list[tuple[str, str]] = [("goodput_mbps", "goodput Mbit/s"), ("co
 
 def error_table(rows: Sequence[dict[str, Any]], made_with: str, paths: Sequence[str] = ()) -> pl.DataFrame:
     """The replay of the capture's own scheduler against the observed run: per metric the observed
-    and replayed value, the error (replayed - observed) and the error relative to the observed value.
-    Empty when either row is missing."""
+    and replayed value, the error (replayed - observed) and the error relative to the observed value;
+    with a kernel row (the real kernel ran the same experiment) also the kernel's value and the
+    model's difference from it. Empty when the replayed row or both references are missing."""
     obs = next((r for r in rows if r.get("kind") == "observed"), None)
-    rep = next((r for r in rows if r.get("kind") != "observed" and r["source"] == made_with), None)
+    rep = next((r for r in rows if r.get("kind") == "scheduler" and r["source"] == made_with), None)
+    ker = next((r for r in rows if r.get("kind") == "kernel"), None)
     schema = {"metric": pl.String, "observed": pl.Float64, f"replayed ({made_with})": pl.Float64,
               "error": pl.Float64, "error %": pl.Float64}
-    if obs is None or rep is None:
+    if ker is not None:
+        schema |= {"kernel": pl.Float64, "model − kernel": pl.Float64, "model − kernel %": pl.Float64}
+    if rep is None or (obs is None and ker is None):
         return pl.DataFrame(schema=schema)
+
+    def num(row: dict[str, Any] | None, key: str) -> float | None:
+        v = row.get(key) if row is not None else None
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
     keys = [*ERROR_METRICS, *((f"share_{p}", f"share {p}") for p in paths)]
     out = []
     for key, header in keys:
-        o, r = obs.get(key), rep.get(key)
-        o = float(o) if isinstance(o, int | float) and not isinstance(o, bool) else None
-        r = float(r) if isinstance(r, int | float) and not isinstance(r, bool) else None
+        o, r, k = num(obs, key), num(rep, key), num(ker, key)
         err = r - o if o is not None and r is not None else None
-        out.append({"metric": header, "observed": o, f"replayed ({made_with})": r, "error": err,
-                    "error %": err / abs(o) * 100 if err is not None and o else None})
+        row = {"metric": header, "observed": o, f"replayed ({made_with})": r, "error": err,
+               "error %": err / abs(o) * 100 if err is not None and o else None}
+        if ker is not None:
+            dk = r - k if r is not None and k is not None else None
+            row |= {"kernel": k, "model − kernel": dk, "model − kernel %": dk / abs(k) * 100 if dk is not None and k
+                    else None}
+        out.append(row)
     return _round(pl.DataFrame(out, schema=schema))
 
 

@@ -53,8 +53,7 @@ def run_study(folder: Path, setup: Any, setup_key: str, label: str, scheduler: s
     doc = [setup_key, scheduler, list(objectives), min_goodput]
     study_key = hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
     out_dir = folder / f"tune-{study_key}"
-    inp = TuneInput(label=label, source=label, paths=list(setup.paths), workload=setup.workload, conn=setup.conn,
-                    duration_ns=int(setup.duration_ns), meta={"kind": "page"})
+    inp = TuneInput(label=label, source=label, experiment=setup.experiment, meta={"kind": "page"})
     outcome = run_tuning(TuneSettings(inputs=[inp], scheduler=scheduler, out_dir=out_dir,
                                       objectives=list(objectives), n_trials=int(n_trials), seed=0,
                                       replay_seed=int(setup.seed), evaluate=False, html=False,

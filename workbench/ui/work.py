@@ -41,10 +41,12 @@ __all__ = [
     "as_download",
     "bundled_sources",
     "capture_view_json",
+    "compute_kernel",
     "compute_replay",
-    "connection_config",
+    "connection_stack",
     "file_key",
     "fill_notes",
+    "kernel_available",
     "load_capture",
     "load_overview",
     "load_source",
@@ -351,28 +353,28 @@ class ReplaySpec:
         return hashlib.sha256(json.dumps(doc, default=str).encode()).hexdigest()
 
 
-def connection_config(cap: Any, conn: int, spec: ConnSpec) -> tuple[Any, list[str]]:
-    """The replay's `ConnectionConfig`: MSS, header bytes and join delay as the capture shows them
-    (`workbench.compare.replay_settings`), an upstream-Linux receiver (as `workbench.compare`), and
-    the user's buffers and congestion control. CSV exports cannot say (no frame lengths): engine
-    defaults, with a note."""
-    from workbench.compare import replay_settings
-    from workbench.replay import ConnectionConfig
+def connection_stack(cap: Any, conn: int, spec: ConnSpec) -> tuple[Any, int, list[str]]:
+    """(stack profile, join delay, notes) of the replays: `workbench.capture_experiment`, the one
+    builder `compare` and `report` use too (MSS, header bytes and join delay as the capture shows
+    them, an upstream-Linux stack), with the user's buffers and congestion control. What the capture
+    cannot say (CSV exports: no frame lengths) falls back to the model's defaults, with a note."""
+    from workbench.capture_experiment import capture_settings, capture_stack
 
-    common = {"cc": spec.cc, "send_buf_bytes": spec.send_buf_bytes, "rcv_buf_bytes": spec.rcv_buf_bytes,
-              "quickack_on_meta_ooo": False}
     try:
-        rs = replay_settings(cap, conn)
-        return ConnectionConfig(mss_bytes=int(rs["mss_bytes"]), header_bytes=int(rs["header_bytes"]),
-                                join_delay_ns=int(rs["join_delay_ns"]), **common), []
+        cs = capture_settings(cap, conn)
     except (InputError, TypeError, ValueError) as e:
-        return ConnectionConfig(**common), [f"connection settings not readable from the capture ({e}): "
-                                            "engine defaults used"]
+        return (capture_stack(None, congestion_control=spec.cc, rcv_buf_bytes=spec.rcv_buf_bytes,
+                              send_buf_bytes=spec.send_buf_bytes), 0,
+                [f"connection settings not readable from the capture ({e}): model defaults used"])
+    return (capture_stack(cs, congestion_control=spec.cc, rcv_buf_bytes=spec.rcv_buf_bytes,
+                          send_buf_bytes=spec.send_buf_bytes), cs.join_after_ns, list(cs.warnings))
 
 
 def replay_plan(cap: Any, conn: int, overview: dict[str, Any], wl: WorkloadSpec) -> tuple[Any, int, str]:
     """(workload, duration cap in ns, description) of the replays."""
-    from workbench.replay import Bulk, Bursts, Finite
+    from workbench.experiment import BulkWorkload as Bulk
+    from workbench.experiment import BurstsWorkload as Bursts
+    from workbench.experiment import FiniteWorkload as Finite
 
     ev = cap.connection(conn)
     span_ns = int(ev["t_ns"].max() - ev["t_ns"].min())  # type: ignore[operator]
@@ -408,38 +410,91 @@ def replay_plan(cap: Any, conn: int, overview: dict[str, Any], wl: WorkloadSpec)
 
 @dataclass(frozen=True)
 class ReplaySetup:
-    """Everything a replay needs besides the scheduler: the engine's paths, workload, connection
-    settings, duration cap and seed, with the workload described in words. The Replay tab and the
-    Tune tab both replay exactly this (`replay_setup` is the one place it is built), so a scheduler
-    with the same parameters gives the same numbers in both."""
+    """Everything a replay needs besides the scheduler, as an `Experiment` (its scheduler is a
+    placeholder): the paths with what-if edits as links, the workload, the stack read off the capture,
+    the duration cap and the seed, with the workload described in words. The Replay tab and the Tune
+    tab both replay exactly this (`replay_setup` is the one place it is built), so a scheduler with
+    the same parameters gives the same numbers in both."""
 
-    paths: tuple[Any, ...]
-    workload: Any
-    conn: Any
-    duration_ns: int
-    seed: int
+    experiment: Any
     workload_text: str
     notes: tuple[str, ...] = ()
 
-    def run(self, scheduler: str, params: Any = ()) -> Any:
-        """One replay of this setup with ``scheduler(**params)`` (the engine's `ReplayResult`)."""
-        from workbench.replay import run_replay
-        from workbench.schedulers import get
+    @property
+    def duration_ns(self) -> int:
+        return int(self.experiment.duration_ns)
 
-        return run_replay(list(self.paths), get(scheduler, **dict(params)), workload=self.workload,
-                          conn=self.conn, seed=self.seed, duration_ns=self.duration_ns)
+    @property
+    def seed(self) -> int:
+        return int(self.experiment.seed)
+
+    # The model engine's view of the same experiment (what the tuner's objective replays).
+    @property
+    def paths(self) -> tuple[Any, ...]:
+        from workbench.backends._model import engine_paths
+        return tuple(engine_paths(self.experiment))
+
+    @property
+    def workload(self) -> Any:
+        from workbench.backends._model import engine_workload
+        return engine_workload(self.experiment.transfers[0].workload)
+
+    @property
+    def conn(self) -> Any:
+        from workbench.backends._model import engine_connection
+        joins = [s.join_after_ns for s in self.experiment.subflows[1:]]
+        return engine_connection(self.experiment.stack, join_after_ns=joins[0] if joins else 0)
+
+    def for_scheduler(self, scheduler: str, params: Any = ()) -> Any:
+        from dataclasses import replace
+
+        from workbench.experiment import SchedulerSpec
+        return replace(self.experiment, scheduler=SchedulerSpec.of(scheduler, dict(params)))
+
+    def run(self, scheduler: str, params: Any = (), *, backend: str = "model") -> Any:
+        """One run of this setup with ``scheduler(**params)`` on a backend (a `Run`)."""
+        from workbench.backends import get_backend
+        return get_backend(backend).run(self.for_scheduler(scheduler, params))
 
 
 def replay_setup(cap: Any, conn: int, overview: dict[str, Any], tls: Any, wl: WorkloadSpec,
                  cs: ConnSpec) -> ReplaySetup:
     """The one function that turns the page's inputs (capture, timelines with what-if, workload and
     connection settings) into what is replayed; see `ReplaySetup`."""
-    from workbench.timeline import to_path_configs
+    from workbench.capture_experiment import timelines_experiment
 
     workload, duration_ns, text = replay_plan(cap, conn, overview, wl)
-    cfg, notes = connection_config(cap, conn, cs)
-    paths = to_path_configs(tls, duration_ns=duration_ns, default_owd_ns=DEFAULT_OWD_NS)
-    return ReplaySetup(tuple(paths), workload, cfg, int(duration_ns), int(cs.seed), text, tuple(notes))
+    stack, join_ns, notes = connection_stack(cap, conn, cs)
+    e = timelines_experiment(tls, workload=workload, scheduler="upstream", stack=stack, seed=int(cs.seed),
+                             duration_ns=int(duration_ns), join_after_ns=join_ns, default_owd_ns=DEFAULT_OWD_NS)
+    return ReplaySetup(e, text, tuple(notes))
+
+
+def kernel_available() -> str | None:
+    """None when this machine can run the kernel backend, else why not (one line)."""
+    try:
+        from workbench.backends._kernel import LabUnavailable, check_environment
+    except ImportError as e:
+        return str(e)
+    try:
+        check_environment()
+    except LabUnavailable as e:
+        return str(e)
+    return None
+
+
+def compute_kernel(setup: ReplaySetup) -> dict[str, Any]:
+    """The real kernel (upstream scheduler) on the same experiment: its metrics row, kind "kernel"."""
+    from workbench.metrics import summarize
+    from workbench.report.figures import source_data
+
+    r = setup.run("upstream", backend="kernel")
+    row = {"source": "kernel", "kind": "kernel", "params": "upstream (real Linux kernel)"}
+    row |= dict(summarize(r.events))
+    row["completed"] = bool(r.counters.get("completed", True))
+    row["emulation_ok"] = bool(r.counters.get("emulation_ok", True))
+    return {"row": row, "figures": source_data("kernel", "kernel", r.events, None, None, _MAX_POINTS),
+            "wall_s": float(r.provenance.get("wall_s") or 0.0), "warnings": list(r.warnings)}
 
 
 def sent_bytes(cap: Any, conn: int, overview: dict[str, Any]) -> int:
@@ -462,9 +517,9 @@ def compute_replay(setup: ReplaySetup, spec: ReplaySpec) -> dict[str, Any]:
     r = setup.run(spec.scheduler, spec.params)
     row = {"source": spec.scheduler, "kind": "scheduler", "params": params_text(spec.params)}
     row |= dict(summarize(r.events, r.samples))
-    row["completed"] = bool(r.summary.get("completed"))
+    row["completed"] = bool(r.counters.get("completed"))
     return {"row": row, "figures": source_data(spec.scheduler, "scheduler", r.events, r.samples, None, _MAX_POINTS),
-            "wall_s": float(r.summary.get("wall_s") or 0.0)}
+            "wall_s": float(r.provenance.get("wall_s") or 0.0)}
 
 
 def params_text(params: Any) -> str:
