@@ -7,25 +7,17 @@ import pytest
 from workbench.replay import ConnectionConfig, Finite, PathConfig, run_replay
 from workbench.replay.cc import make_cc
 from workbench.schedulers import get
+from workbench.testing import StubSubflow
 
 MS = 1_000_000
 
 
-class FakeSF:
-    def __init__(self, cwnd: int, ssthresh: int, srtt_ms: float) -> None:
-        self.cwnd = cwnd
-        self.ssthresh = ssthresh
-        self.cwnd_cnt = 0.0
-        self.cc_state = None
-        self.srtt_us8 = int(srtt_ms * 1000) << 3
-        self.min_rtt_us = int(srtt_ms * 1000)
-        self.established = True
-        self.una_bytes = 1
-        self.una = self.nxt = 0
-        self.hystart_exits = 0
+def FakeSF(cwnd: int, ssthresh: int, srtt_ms: float) -> StubSubflow:
+    """The shipped congestion-control test double (workbench.testing.StubSubflow)."""
+    return StubSubflow(cwnd=cwnd, ssthresh=ssthresh, srtt_ms=srtt_ms)
 
 
-def grow_windows(cc, sf: FakeSF, n: int) -> int:
+def grow_windows(cc, sf: StubSubflow, n: int) -> int:
     """Whole segments cwnd grew over ``n`` windows of single-segment ACKs."""
     start = sf.cwnd
     for _ in range(n):
