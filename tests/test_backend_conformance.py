@@ -38,3 +38,12 @@ def test_the_suite_catches_a_broken_backend() -> None:
     kinds = {p.split(":")[0] for p in problems}
     assert kinds == {"download", "upload", "handshake"}, problems
     assert set(BACKEND_CHECKS) >= kinds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", backend_conformance_cases(["kernel"]), ids=str)
+def test_kernel_backend_conforms(case) -> None:
+    from tests._kernel import require_lab
+
+    require_lab()
+    case.check()
