@@ -103,8 +103,6 @@ def compare_capture(
     settings = cs.as_dict()
     if not cs.delivered_bytes:
         raise InputError(cap.source, "no data delivered in order in this capture: nothing to replay")
-    if cs.direction != "down":
-        raise InputError(cap.source, "the replay models downloads (server to client); this connection uploads")
     spec = SchedulerSpec.of(scheduler) if isinstance(scheduler, str) else SchedulerSpec.instance(scheduler)
     ev = cap.connection(conn)
     tls = estimate_timelines(ev, EstimateOptions(bin_ns=bin_ns))
@@ -112,7 +110,8 @@ def compare_capture(
     experiment = timelines_experiment(
         tls, workload=FiniteWorkload(cs.delivered_bytes), scheduler=spec,
         stack=capture_stack(cs, congestion_control=cc, rcv_buf_bytes=rcv_buf_bytes), seed=seed,
-        duration_ns=max(4 * span_ns, 30_000_000_000), span_ns=span_ns, join_after_ns=cs.join_after_ns)
+        duration_ns=max(4 * span_ns, 30_000_000_000), span_ns=span_ns, join_after_ns=cs.join_after_ns,
+        direction=cs.direction)
     result = get_backend(backend).run(experiment)
     observed = summarize(ev, conn=conn)
     replayed = summarize(result.events, result.samples)

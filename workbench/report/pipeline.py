@@ -235,6 +235,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
 
     n_steps = 3 + len(settings.schedulers) + (1 if settings.baselines else 0) + (1 if settings.kernel else 0)
     join_after_ns = 0
+    direction = "down"
     steps = _Steps(n_steps, progress)
     common = {"input": spec.label, "input_id": spec.id, "seed": settings.seed}
     rows: list[dict[str, Any]] = []
@@ -273,11 +274,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
         observed = (ev, conn)
         rows.append(obs)
         fig_sources.append(figures.source_data("observed", "observed", ev, None, conn, settings.max_points))
-        if obs.get("data_dir") != "s2c":
-            result["status"], result["note"] = "partial", ("the replay models downloads (server to client); "
-                                                           "this connection uploads")
-            _finish(result, rows, fig_sources, None, steps)
-            return
+        direction = "down" if obs.get("data_dir") == "s2c" else "up"  # an upload replays as one
         stack, join_after_ns = _capture_stack(cap, conn, settings.cc, notes)
         try:
             timelines = estimate_timelines(ev)
@@ -303,7 +300,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
     def experiment(name: str, params: dict[str, Any]) -> Any:
         return timelines_experiment(timelines, workload=workload, scheduler=SchedulerSpec.of(name, params), stack=stack,
                                     seed=settings.seed, duration_ns=cap_ns, join_after_ns=join_after_ns,
-                                    default_owd_ns=DEFAULT_OWD_NS)
+                                    direction=direction, default_owd_ns=DEFAULT_OWD_NS)
 
     try:
         base_experiment = experiment("upstream", {})

@@ -7,7 +7,8 @@ tags each filled value "assumed", writing what it did into ``notes`` so a report
 - a gap inside a known series: the last known value holds (the first known one before it starts);
 - capacity up entirely unknown: the downlink's (symmetric path assumed);
 - one delay direction unknown: the other direction's; both unknown: ``default_owd_ns`` (else error);
-- capacity down unknown: ``default_capacity_bps`` (else error: there is nothing sensible to replay);
+- capacity down unknown: the uplink's when that is known (an upload), else ``default_capacity_bps``
+  (else error: there is nothing sensible to replay);
 - loss unknown: ``default_loss`` (0);
 - buffer unknown: ``default_buffer_bytes`` (150 000 B, PathConfig's default);
 - a buffer known only as a lower bound (the queue never overflowed in the capture) is *not* replayed
@@ -75,6 +76,10 @@ def fill_unknown(tl: PathTimeline, *, default_buffer_bytes: int = DEFAULT_BUFFER
         if 0 < n_null < s.height:
             s = _fill_col(s, col)
             notes.append(f"assumed: {n_null} unknown steps of {col} filled from neighbouring steps")
+    if s["capacity_down_bps"].null_count() == s.height and s["capacity_up_bps"].null_count() < s.height:
+        # an upload: the capture measured the uplink; the downlink (ACKs only) is taken as symmetric
+        s = _set_col(s, "capacity_down_bps", pl.col("capacity_up_bps"))
+        assumed("capacity_down_bps", "capacity down = capacity up (symmetric; the capture carried data up)")
     if s["capacity_down_bps"].null_count() == s.height:
         if default_capacity_bps is None:
             raise InputError(None, f"path {tl.name}: capacity unknown (give a rate trace or a default capacity)")
