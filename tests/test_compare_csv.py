@@ -245,10 +245,10 @@ def test_rate_file_units_on_the_command_line(tmp_path: Path) -> None:
 
 def test_report_takes_the_exports_segment_size() -> None:
     # `report` used to fall back to the engine's 1424-byte MSS on every export.
-    from workbench.report.pipeline import _capture_connection
+    from workbench.report.pipeline import _capture_stack
 
     cap = load(group("1529185060"))
     notes: list[str] = []
-    cfg = _capture_connection(cap, cap.main_connection, "reno", notes)
-    assert cfg.mss_bytes == 1228
-    assert not any("engine defaults" in n for n in notes)
+    stack, _join_ns = _capture_stack(cap, cap.main_connection, "reno", notes)
+    assert stack.advmss == 1228 and stack.congestion_control == "reno"
+    assert not any("model defaults" in n or "engine defaults" in n for n in notes)
