@@ -30,7 +30,7 @@ def bench(seconds: float, *, record: bool, scheduler: str) -> None:
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     n = r.summary["data_packets_sent"]
     print(f"{scheduler:10s} record={record!s:5s}  {n} data pkts, {r.summary['events']} events, "
-          f"goodput {r.delivery_rate_bps / 1e6:.2f} Mbit/s | wall {wall:.2f} s: {n / wall:,.0f} pkts/s, "
+          f"delivery rate {r.delivery_rate_bps / 1e6:.2f} Mbit/s | wall {wall:.2f} s: {n / wall:,.0f} pkts/s, "
           f"{seconds / wall:.1f}x real time | cpu {cpu:.2f} s: {seconds / cpu:.1f}x")
     if record:
         t0 = time.perf_counter()
