@@ -17,12 +17,13 @@ def test_builtin_cc_conforms(name: str, check: str) -> None:
 
 def test_the_checks_catch_a_broken_cc() -> None:
     class Greedy(CongestionControl):
-        """Doubles on every ACK, never backs off, and ignores its coupling."""
+        """Grows by two segments per ACK per subflow of its group (more with more subflows: the
+        coupling works backwards) and never backs off."""
 
         name = "greedy"
 
         def cong_avoid(self, sf, acked, now_ns):  # type: ignore[no-untyped-def]
-            sf.cwnd *= 2
+            sf.cwnd += 2 * len(self.group) * acked
 
         def ssthresh(self, sf):  # type: ignore[no-untyped-def]
             return sf.cwnd

@@ -23,6 +23,7 @@ __all__ = ["CC_CHECKS", "StubSubflow", "check_congestion_control"]
 
 CC_CHECKS: tuple[str, ...] = ("slow_start", "decrease", "avoidance", "coupled")
 _COUPLED = ("lia", "olia")
+_MAX_WINDOW = 100_000  # segments: far beyond any real window
 
 
 class StubSubflow:
@@ -46,12 +47,16 @@ def _windows(cc: Any, sf: StubSubflow, n: int, *, rtt_ns: int, t0_ns: int = 0) -
     out = []
     t = t0_ns
     for _ in range(n):
-        w = sf.cwnd
+        w = min(sf.cwnd, _MAX_WINDOW)  # a runaway CC must not make the check itself run away
         for i in range(w):
             sf.una_bytes += 1448
             cc.cong_avoid(sf, 1, t + rtt_ns * i // w)
+            if sf.cwnd > _MAX_WINDOW:
+                break
         t += rtt_ns
         out.append(sf.cwnd)
+        if sf.cwnd > _MAX_WINDOW:
+            break
     return out
 
 
