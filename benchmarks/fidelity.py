@@ -1,0 +1,825 @@
+"""The fidelity matrix: the same `Experiment` on the real Linux kernel (`get_backend("kernel")`) and on
+the model (`get_backend("model")`, scheduler "upstream"), over configurations spanning the axes of
+issue 13 (rate ratio, RTT ratio, bottleneck buffer, receive-buffer limit, real rate and delay traces,
+outages, 3-4 subflows, random loss, both directions, finite and bulk transfers), and the errors of
+the model against the kernel for the issue's targets.
+
+    .venv/bin/python benchmarks/fidelity.py                  # full matrix, writes docs/FIDELITY.md
+    .venv/bin/python benchmarks/fidelity.py --quick          # the 6-configuration CI subset
+    .venv/bin/python benchmarks/fidelity.py --only rtt-x8    # one configuration
+    .venv/bin/python benchmarks/fidelity.py --report-only    # regenerate the doc from the CSV
+
+Kernel runs go one at a time (they are timing-sensitive: the delay line is a user-space process);
+model runs go to worker processes afterwards. Every run is one row of ``docs/fidelity.csv``
+(config, seed, backend, metrics, the kernel's emulation accuracy and the load average). Kernel runs
+whose emulation missed its targets are excluded from the comparison and listed.
+
+Needs root and an MPTCP kernel for the kernel side.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import polars as pl
+import typer
+from rich.console import Console
+
+from workbench.experiment import (
+    BulkWorkload,
+    Experiment,
+    FiniteWorkload,
+    StepSeries,
+    experiment_from_paths,
+    stack_profile,
+    two_way_path,
+)
+
+__all__ = ["CONFIGS", "QUICK", "TARGETS", "Config", "compare", "configs", "experiment", "kernel_self_agreement",
+           "run_matrix", "summary_row", "target_counts", "verdicts_per_kernel_run"]
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = Path(os.environ.get("WORKBENCH_SHARED", ROOT.parent / "shared")) / "traces" / "timelines"
+NS_PER_MS = 1_000_000
+FRAME_BYTES = 1514
+MAX_PATHS = 4
+BULK_S = 3.0          # bulk transfers write for 3 s ...
+DURATION_S = 4.0      # ... and the run lasts 4 s (finite ones must finish inside it)
+
+# The issue's targets (upstream default scheduler): tolerance and the share of configurations inside.
+TARGETS: dict[str, dict[str, float]] = {
+    "goodput": {"rel": 0.05, "need": 0.90},
+    "share": {"points": 3.0, "need": 0.90},
+    "ooo_p50": {"rel": 0.25, "abs_ms": 2.0, "need": 0.80},
+    "ooo_p95": {"rel": 0.25, "abs_ms": 5.0, "need": 0.80},
+    "rtt_p50": {"rel": 0.15, "need": 0.90},
+}
+
+
+@dataclass(frozen=True)
+class PathDef:
+    """One path: rate and one-way delay as series (the uplink copies them), buffer in bytes, loss."""
+
+    rate_bps: StepSeries
+    owd_ns: StepSeries
+    buffer_bytes: int
+    loss: float = 0.0
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    axis: str
+    what: str
+    paths: tuple[PathDef, ...]
+    direction: str = "down"
+    finite_bytes: int | None = None
+    rmem_max: int | None = None          # None: the profile's default (6 MB)
+    quick: bool = False                  # part of the CI subset
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _const(v: float) -> StepSeries:
+    return StepSeries.constant(float(v))
+
+
+def _bdp_buffer(rate_bps: float, owd_ms: float, factor: float) -> int:
+    """``factor`` x the path's bandwidth-delay product (round trip = twice the one-way delay), at
+    least two frames."""
+    bdp = rate_bps / 8 * 2 * owd_ms / 1e3
+    return max(int(factor * bdp), 2 * FRAME_BYTES)
+
+
+def _path(rate_mbps: float, owd_ms: float, *, bdp: float = 2.0, loss: float = 0.0) -> PathDef:
+    return PathDef(_const(rate_mbps * 1e6), _const(owd_ms * NS_PER_MS), _bdp_buffer(rate_mbps * 1e6, owd_ms, bdp), loss)
+
+
+def _series_path(rate: StepSeries, owd: StepSeries, *, bdp: float = 2.0, loss: float = 0.0) -> PathDef:
+    """A time-varying path; the buffer is sized on the 90th-percentile rate and the median delay."""
+    r90 = float(np.quantile(np.array(rate.values), 0.9))
+    d50 = float(np.median(np.array(owd.values))) / NS_PER_MS
+    return PathDef(rate, owd, _bdp_buffer(max(r90, 1e6), d50, bdp), loss)
+
+
+def _window(values: Sequence[float], step_ns: int, *, start: int = 0, span_s: float = DURATION_S + 1) -> StepSeries:
+    """``values`` (one per ``step_ns``) from index ``start`` over ``span_s``, as a StepSeries with
+    repeated values merged."""
+    n = max(1, math.ceil(span_s * 1e9 / step_ns))
+    vals = [float(values[(start + i) % len(values)]) for i in range(n)]
+    t_out, v_out = [0], [vals[0]]
+    for i, v in enumerate(vals[1:], start=1):
+        if v != v_out[-1]:
+            t_out.append(i * step_ns)
+            v_out.append(v)
+    return StepSeries(tuple(t_out), tuple(v_out))
+
+
+def _mahimahi(file: str, *, start_s: float = 0.0, cap_mbps: float = 40.0) -> StepSeries:
+    """A mahimahi trace's capacity in 100 ms bins, from ``start_s``, capped at ``cap_mbps`` (the
+    delay line on two shared cores keeps up to about that)."""
+    from workbench.timeline.importers.mahimahi import mahimahi_bins
+
+    bps = mahimahi_bins(TRACES / "mahimahi" / file)["capacity_bps"].to_list()
+    return _window([min(v, cap_mbps * 1e6) for v in bps], 100 * NS_PER_MS, start=int(start_s * 10))
+
+
+def _5gophers(file: str, column: str, *, scale: float = 0.1, start_s: int = 0) -> StepSeries:
+    """A 5Gophers per-second throughput column, scaled (the traces reach 200 Mbit/s) and floored at
+    0.5 Mbit/s."""
+    df = pl.read_csv(TRACES / "5gophers" / file).sort("seq_num")
+    v = [max(float(x or 0.0) * scale, 0.5) * 1e6 for x in df[column].to_list()]
+    return _window(v, 1_000_000_000, start=start_s)
+
+
+def _oboe(file: str, *, start_s: float = 0.0) -> StepSeries:
+    """An Oboe throughput trace (time s, Mbit/s), held per sample, resampled to 100 ms."""
+    rows = [ln.split() for ln in (TRACES / "oboe" / file).read_text().splitlines() if ln.strip()]
+    t = np.array([float(r[0]) for r in rows])
+    v = np.array([float(r[1]) for r in rows])
+    grid = np.arange(0, t[-1], 0.1)
+    idx = np.clip(np.searchsorted(t, grid, side="right") - 1, 0, len(v) - 1)
+    return _window(list(v[idx] * 1e6), 100 * NS_PER_MS, start=int(start_s * 10))
+
+
+def _ping_owd(carrier: str, *, start_s: float = 10.0) -> StepSeries:
+    """Half the RTT of a nuwins ping log, 100 ms bins (mean of the replies in a bin; a bin without
+    one holds the previous value)."""
+    from workbench.timeline.importers.ping import parse_ping_log
+
+    log = sorted((TRACES / "nuwins-ping" / carrier).glob("*.out"))[0]
+    req = parse_ping_log(log).requests.drop_nulls("rtt_ns")
+    b = (req["send_ns"] // (100 * NS_PER_MS)).to_numpy()
+    rtt = req["rtt_ns"].to_numpy().astype(float)
+    n = int(b.max()) + 1
+    sums, counts = np.bincount(b, rtt, minlength=n), np.bincount(b, minlength=n)
+    out, last = [], float(rtt[0])
+    for s, c in zip(sums, counts, strict=True):
+        last = s / c if c else last
+        out.append(round(last / 2 / 1e5) * 1e5)  # 0.1 ms resolution: fewer delay steps
+    return _window(out, 100 * NS_PER_MS, start=int(start_s * 10))
+
+
+def _steps(points: Sequence[tuple[float, float]], scale: float) -> StepSeries:
+    return StepSeries(tuple(int(t * 1e9) for t, _ in points), tuple(v * scale for _, v in points))
+
+
+def _build() -> list[Config]:
+    c: list[Config] = []
+    add = c.append
+    # Rate ratio 1-10x (equal RTTs).
+    for r in (1, 2, 5, 10):
+        add(Config(f"rate-x{r}", "rate ratio", f"20 / {20 / r:g} Mbit/s, 10 ms each", (_path(20, 10), _path(20 / r, 10)),))
+    # RTT ratio 1-15x.
+    for k in (1, 3, 8, 15):
+        add(Config(f"rtt-x{k}", "RTT ratio", f"20 / 10 Mbit/s, {5} / {5 * k} ms", (_path(20, 5), _path(10, 5 * k)),))
+    add(Config("rate-x10-rtt-x15", "rate+RTT ratio", "30 / 3 Mbit/s, 4 / 60 ms", (_path(30, 4), _path(3, 60))))
+    # Bottleneck buffers 0.25-20x BDP.
+    for f in (0.25, 0.5, 1, 3, 8, 20):
+        add(Config(f"buf-{f:g}bdp", "buffer", f"20 / 10 Mbit/s, 10 / 30 ms, buffers {f:g} x BDP",
+                   (_path(20, 10, bdp=f), _path(10, 30, bdp=f)), quick=f == 3))
+    # Receive buffer limited by tcp_rmem max (the client's, for downloads) or not.
+    for mx, label in ((131072, "128k"), (262144, "256k"), (524288, "512k"), (1 << 20, "1M"), (2 << 20, "2M"),
+                      (6 << 20, "6M")):
+        add(Config(f"rmem-{label}", "tcp_rmem", f"30 / 10 Mbit/s, 20 / 50 ms, tcp_rmem max {label}",
+                   (_path(30, 20), _path(10, 50)), rmem_max=mx, quick=label == "512k"))
+    add(Config("rmem-32M", "tcp_rmem", "30 / 10 Mbit/s, 20 / 50 ms, tcp_rmem max 32 MB (not limiting)",
+               (_path(30, 20), _path(10, 50)), rmem_max=32 << 20))
+    # Real rate traces.
+    add(Config("lte-single", "rate trace", "one path: mahimahi TMobile-LTE-short (100 ms bins, <= 40 Mbit/s), 25 ms",
+               (_series_path(_mahimahi("TMobile-LTE-short.down"), _const(25 * NS_PER_MS)),)))
+    add(Config("wifi+tmobile", "rate trace", "20 Mbit/s 10 ms + mahimahi TMobile-LTE-short 30 ms",
+               (_path(20, 10), _series_path(_mahimahi("TMobile-LTE-short.down", start_s=20), _const(30 * NS_PER_MS)))))
+    add(Config("verizon+att", "rate trace", "mahimahi Verizon-LTE-short 20 ms + ATT-LTE-driving-2016 40 ms",
+               (_series_path(_mahimahi("Verizon-LTE-short.down"), _const(20 * NS_PER_MS)),
+                _series_path(_mahimahi("ATT-LTE-driving-2016.down", start_s=30), _const(40 * NS_PER_MS)))))
+    add(Config("umts+wifi", "rate trace", "mahimahi TMobile-UMTS-driving 50 ms + 10 Mbit/s 8 ms",
+               (_series_path(_mahimahi("TMobile-UMTS-driving.down"), _const(50 * NS_PER_MS)), _path(10, 8))))
+    add(Config("5g-car1", "rate trace", "5Gophers car-driving-1 TMobile / Verizon x0.1, 15 / 35 ms",
+               (_series_path(_5gophers("car-driving-trace-1.csv", "TMobile_throughput_mbps"), _const(15 * NS_PER_MS)),
+                _series_path(_5gophers("car-driving-trace-1.csv", "Verizon_throughput_mbps"), _const(35 * NS_PER_MS)))))
+    add(Config("5g-car2", "rate trace", "5Gophers car-driving-2 Sprint / TMobile x0.1 from 20 s, 20 / 25 ms",
+               (_series_path(_5gophers("car-driving-trace-2.csv", "Sprint_throughput_mbps", start_s=20),
+                             _const(20 * NS_PER_MS)),
+                _series_path(_5gophers("car-driving-trace-2.csv", "TMobile_throughput_mbps", start_s=20),
+                             _const(25 * NS_PER_MS)))))
+    add(Config("oboe-pair", "rate trace", "Oboe traces 0 and 1, 10 / 30 ms",
+               (_series_path(_oboe("oboe_trace_0.txt"), _const(10 * NS_PER_MS)),
+                _series_path(_oboe("oboe_trace_1.txt"), _const(30 * NS_PER_MS))), quick=True))
+    add(Config("steps-pair", "rate trace", "stepped rates 20/8/25/15 Mbit/s 10 ms + 12 Mbit/s with delay steps",
+               (_series_path(_steps([(0, 20), (0.8, 8), (1.6, 25), (2.4, 15)], 1e6), _const(10 * NS_PER_MS)),
+                _series_path(_const(12e6), _steps([(0, 30), (1.5, 60), (2.5, 20)], NS_PER_MS)))))
+    # Delay traces (nuwins ping logs: half the RTT as one-way delay).
+    for carrier in ("tmobile", "verizon", "atnt"):
+        add(Config(f"ping-{carrier}", "delay trace", f"20 Mbit/s 10 ms + 10 Mbit/s with the {carrier} ping log's RTT/2",
+                   (_path(20, 10), _series_path(_const(10e6), _ping_owd(carrier))), quick=carrier == "atnt"))
+    add(Config("ping-both", "delay trace", "10 Mbit/s each, the verizon and atnt ping logs' RTT/2",
+               (_series_path(_const(10e6), _ping_owd("verizon")), _series_path(_const(10e6), _ping_owd("atnt")))))
+    # Outages.
+    add(Config("outage-fast", "outage", "20 Mbit/s 10 ms out 1.0-2.0 s + 10 Mbit/s 30 ms",
+               (_series_path(_steps([(0, 20), (1.0, 0), (2.0, 20)], 1e6), _const(10 * NS_PER_MS)), _path(10, 30))))
+    add(Config("outage-slow", "outage", "20 Mbit/s 10 ms + 10 Mbit/s 30 ms out 0.8-2.3 s",
+               (_path(20, 10), _series_path(_steps([(0, 10), (0.8, 0), (2.3, 10)], 1e6), _const(30 * NS_PER_MS)))))
+    # 3 and 4 subflows (the kernel backend runs one subflow per path, so one path each).
+    add(Config("three-paths", "subflows", "3 paths: 15 / 10 / 5 Mbit/s, 10 / 20 / 40 ms",
+               (_path(15, 10), _path(10, 20), _path(5, 40))))
+    add(Config("four-paths", "subflows", "4 paths: 12 / 8 / 6 / 4 Mbit/s, 5 / 15 / 30 / 50 ms",
+               (_path(12, 5), _path(8, 15), _path(6, 30), _path(4, 50))))
+    add(Config("three-paths-equal", "subflows", "3 paths of 8 Mbit/s 15 ms",
+               (_path(8, 15), _path(8, 15), _path(8, 15))))
+    # Random loss.
+    for p, label in ((0.001, "0.1"), (0.01, "1")):
+        add(Config(f"loss-{label}pc", "random loss", f"20 / 10 Mbit/s, 10 / 30 ms, {label} % loss on the fast path",
+                   (_path(20, 10, loss=p), _path(10, 30))))
+    add(Config("loss-both", "random loss", "20 / 10 Mbit/s, 10 / 30 ms, 0.5 % loss each",
+               (_path(20, 10, loss=0.005), _path(10, 30, loss=0.005))))
+    # Uploads (the client sends).
+    add(Config("up-rate-x2", "upload", "upload, 20 / 10 Mbit/s, 10 ms each", (_path(20, 10), _path(10, 10)),
+               direction="up"))
+    add(Config("up-rtt-x8", "upload", "upload, 20 / 10 Mbit/s, 5 / 40 ms", (_path(20, 5), _path(10, 40)),
+               direction="up", quick=True))
+    add(Config("up-buf-0.5bdp", "upload", "upload, buffers 0.5 x BDP", (_path(20, 10, bdp=0.5), _path(10, 30, bdp=0.5)),
+               direction="up"))
+    add(Config("up-rmem-256k", "upload", "upload, tcp_rmem max 256k (the server's)", (_path(30, 20), _path(10, 50)),
+               direction="up", rmem_max=262144))
+    add(Config("up-tmobile", "upload", "upload, 20 Mbit/s + mahimahi TMobile-LTE-short.up",
+               (_path(20, 10), _series_path(_mahimahi("TMobile-LTE-short.up"), _const(30 * NS_PER_MS))), direction="up"))
+    add(Config("up-loss-1pc", "upload", "upload, 1 % loss on the fast path", (_path(20, 10, loss=0.01), _path(10, 30)),
+               direction="up"))
+    # Finite transfers.
+    for size, label in ((200_000, "200k"), (1_000_000, "1M"), (4_000_000, "4M")):
+        add(Config(f"finite-{label}", "finite", f"{label}B, 20 / 10 Mbit/s, 10 / 30 ms", (_path(20, 10), _path(10, 30)),
+                   finite_bytes=size))
+    add(Config("finite-2M-rtt-x8", "finite", "2 MB, 20 / 10 Mbit/s, 5 / 40 ms", (_path(20, 5), _path(10, 40)),
+               finite_bytes=2_000_000, quick=True))
+    add(Config("finite-up-1M", "finite", "upload 1 MB, 20 / 10 Mbit/s, 10 / 30 ms", (_path(20, 10), _path(10, 30)),
+               finite_bytes=1_000_000, direction="up"))
+    add(Config("finite-1M-lte", "finite", "1 MB, 20 Mbit/s + mahimahi TMobile-LTE-short",
+               (_path(20, 10), _series_path(_mahimahi("TMobile-LTE-short.down", start_s=5), _const(30 * NS_PER_MS))),
+               finite_bytes=1_000_000))
+    return c
+
+
+_CONFIGS: list[Config] | None = None
+
+
+def configs() -> list[Config]:
+    """Every configuration (built once: the trace files are read here)."""
+    global _CONFIGS
+    if _CONFIGS is None:
+        _CONFIGS = _build()
+        names = [x.name for x in _CONFIGS]
+        assert len(set(names)) == len(names), "configuration names must be unique"
+    return _CONFIGS
+
+
+CONFIGS = configs
+QUICK: Callable[[], list[Config]] = lambda: [x for x in configs() if x.quick]  # noqa: E731
+
+
+def experiment(cfg: Config, seed: int, *, bulk_s: float = BULK_S, duration_s: float = DURATION_S) -> Experiment:
+    """The configuration as an `Experiment` (paths ``p1``..``p4``, upstream scheduler, CUBIC)."""
+    paths = [two_way_path(f"p{i + 1}", rate_bps=p.rate_bps, owd_ns=p.owd_ns, buffer_bytes=p.buffer_bytes, loss=p.loss,
+                          loss_up=p.loss)
+             for i, p in enumerate(cfg.paths)]
+    stack = stack_profile("linux-upstream")
+    if cfg.rmem_max is not None:
+        rm = stack.tcp_rmem
+        stack = stack.with_overrides(tcp_rmem=(rm[0], min(rm[1], cfg.rmem_max), cfg.rmem_max))
+    wl = FiniteWorkload(cfg.finite_bytes) if cfg.finite_bytes else BulkWorkload(stop_ns=int(bulk_s * 1e9))
+    return experiment_from_paths(paths, workload=wl, scheduler="upstream", direction=cfg.direction,  # type: ignore[arg-type]
+                                 stack=stack, seed=seed, duration_ns=int(duration_s * 1e9))
+
+
+METRICS = ("goodput_mbps", "completion_s", "ooo_p50_ms", "ooo_p95_ms", "ooo_mean_ms", "retrans")
+
+
+def summary_row(events: pl.DataFrame, n_paths: int) -> dict[str, float | None]:
+    """The metrics the matrix compares, from a run's PacketEvents."""
+    from workbench.metrics import summarize
+
+    s = summarize(events)
+    row: dict[str, float | None] = {k: _num(s.get(k)) for k in METRICS}
+    for i in range(MAX_PATHS):
+        p = f"p{i + 1}"
+        row[f"share_{p}"] = _num(s.get(f"share_{p}")) if i < n_paths else None
+        row[f"rtt_p50_ms_{p}"] = _num(s.get(f"rtt_p50_ms_{p}")) if i < n_paths else None
+    return row
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _model_job(args: tuple[str, int, Experiment, int]) -> dict[str, Any]:
+    name, seed, e, n_paths = args
+    from workbench.backends import get_backend
+
+    w0 = time.monotonic()
+    try:
+        run = get_backend("model").run(e)
+        row: dict[str, Any] = summary_row(run.events, n_paths)
+        err = None
+    except Exception as ex:  # one failed run is a row with its error, not a lost matrix
+        row, err = {}, f"{type(ex).__name__}: {ex}"
+    return {"config": name, "seed": seed, "backend": "model", **row, "error": err,
+            "wall_s": time.monotonic() - w0, "load1": os.getloadavg()[0]}
+
+
+def _kernel_one(name: str, seed: int, e: Experiment, n_paths: int) -> dict[str, Any]:
+    from workbench.backends import get_backend
+
+    work = Path(tempfile.mkdtemp(prefix=f"fidelity-{name}-{seed}-"))
+    w0 = time.monotonic()
+    try:
+        run = get_backend("kernel").run(e, workdir=work)
+        row: dict[str, Any] = summary_row(run.events, n_paths)
+        acc = run.provenance.get("accuracy", {})
+        row |= {"emulation_ok": bool(run.counters.get("emulation_ok")), "rate_err_p50": _num(acc.get("rate_err_p50")),
+                "delay_err_p50_ms": _num(acc.get("delay_err_p50_ms")), "delay_mode": run.provenance.get("delay_mode"),
+                "lab_wall_s": _num(run.provenance.get("wall_s"))}
+        err = None
+    except Exception as ex:
+        row, err = {}, f"{type(ex).__name__}: {ex}"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"config": name, "seed": seed, "backend": "kernel", **row, "error": err, "wall_s": time.monotonic() - w0,
+            "load1": os.getloadavg()[0]}
+
+
+def run_matrix(cfgs: Sequence[Config], seeds: Sequence[int], *, jobs: int = 2, kernel: bool = True,
+               console: Console | None = None) -> pl.DataFrame:
+    """Every (config, seed) on the kernel (one at a time) and then on the model (``jobs`` workers):
+    one row per run."""
+    con = console or Console(stderr=True)
+    todo = [(c.name, s, experiment(c, s), len(c.paths)) for c in cfgs for s in seeds]
+    rows: list[dict[str, Any]] = []
+    if kernel:
+        for i, (name, seed, e, n) in enumerate(todo):
+            r = _kernel_one(name, seed, e, n)
+            rows.append(r)
+            con.print(f"kernel {i + 1}/{len(todo)} {name} seed {seed}: goodput {r.get('goodput_mbps')} "
+                      f"emulation_ok {r.get('emulation_ok')} wall {r['wall_s']:.1f} s load {r['load1']:.1f}"
+                      + (f" ERROR {r['error']}" if r["error"] else ""))
+    w0 = time.monotonic()
+    if jobs > 1:
+        # spawn, not fork: the parent holds polars' thread pool, and a forked child can inherit a held lock
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            rows += list(pool.map(_model_job, todo))
+    else:
+        rows += [_model_job(t) for t in todo]
+    con.print(f"model: {len(todo)} runs in {time.monotonic() - w0:.1f} s")
+    return _frame(rows)
+
+
+_SCHEMA: dict[str, Any] = {"config": pl.String, "seed": pl.Int64, "backend": pl.String, "error": pl.String,
+                           "emulation_ok": pl.Boolean, "delay_mode": pl.String}
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    cols = ["config", "seed", "backend", *METRICS, *(f"share_p{i + 1}" for i in range(MAX_PATHS)),
+            *(f"rtt_p50_ms_p{i + 1}" for i in range(MAX_PATHS)), "emulation_ok", "rate_err_p50", "delay_err_p50_ms",
+            "delay_mode", "lab_wall_s", "wall_s", "load1", "error"]
+    data = {c: [r.get(c) for r in rows] for c in cols}
+    return pl.DataFrame({c: pl.Series(c, v, dtype=_SCHEMA.get(c, pl.Float64)) for c, v in data.items()})
+
+
+# ---------------------------------------------------------------------------------------------------
+# Comparison
+
+
+def _mean(xs: Sequence[float | None]) -> float | None:
+    v = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    return statistics.fmean(v) if v else None
+
+
+def compare(df: pl.DataFrame, cfgs: Sequence[Config]) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """One row per configuration: seed means of each backend, the errors of the model against the
+    kernel and whether each target holds. Kernel runs that failed or whose emulation missed its
+    targets are left out (returned as the second value)."""
+    excluded: list[dict[str, Any]] = []
+    out = []
+    for c in cfgs:
+        sub = df.filter(pl.col("config") == c.name)
+        k = sub.filter(pl.col("backend") == "kernel")
+        for r in k.iter_rows(named=True):
+            if r["error"] or not r["emulation_ok"]:
+                excluded.append({"config": c.name, "seed": r["seed"], "why": r["error"] or
+                                 f"emulation missed its targets (rate err p50 {_pct(r['rate_err_p50'])}, delay err "
+                                 f"p50 {_ms(r['delay_err_p50_ms'])})"})
+        k = k.filter(pl.col("error").is_null() & pl.col("emulation_ok").fill_null(False))
+        m = sub.filter((pl.col("backend") == "model") & pl.col("error").is_null())
+        row: dict[str, Any] = {"config": c.name, "axis": c.axis, "what": c.what, "n_kernel": k.height,
+                               "n_model": m.height}
+        for col in (*METRICS, *(f"share_p{i + 1}" for i in range(MAX_PATHS)),
+                    *(f"rtt_p50_ms_p{i + 1}" for i in range(MAX_PATHS))):
+            row[f"k_{col}"] = _mean(k[col].to_list()) if k.height else None
+            row[f"m_{col}"] = _mean(m[col].to_list()) if m.height else None
+        row |= _errors(row, len(c.paths))
+        out.append(row)
+    return pl.DataFrame(out, infer_schema_length=None), excluded
+
+
+def _errors(r: dict[str, Any], n_paths: int) -> dict[str, Any]:
+    e: dict[str, Any] = {}
+    kg, mg = r["k_goodput_mbps"], r["m_goodput_mbps"]
+    e["goodput_err"] = (mg - kg) / kg if kg and mg is not None else None
+    shares = [(r[f"m_share_p{i + 1}"], r[f"k_share_p{i + 1}"]) for i in range(n_paths)]
+    sh = [abs(m - k) * 100 for m, k in shares if m is not None and k is not None]
+    e["share_err_pts"] = max(sh) if sh else None
+    for q, abs_ms in (("p50", 2.0), ("p95", 5.0)):
+        k, m = r[f"k_ooo_{q}_ms"], r[f"m_ooo_{q}_ms"]
+        e[f"ooo_{q}_err"] = (m - k) / k if k and m is not None else None
+        e[f"ooo_{q}_diff_ms"] = m - k if k is not None and m is not None else None
+        e[f"ok_ooo_{q}"] = (None if m is None or k is None
+                            else abs(m - k) <= abs_ms or abs(m - k) <= TARGETS[f"ooo_{q}"]["rel"] * abs(k))
+    k, m = r["k_ooo_mean_ms"], r["m_ooo_mean_ms"]
+    e["ooo_mean_err"] = (m - k) / k if k and m is not None else None
+    rt = []
+    for i in range(n_paths):
+        k, m = r[f"k_rtt_p50_ms_p{i + 1}"], r[f"m_rtt_p50_ms_p{i + 1}"]
+        if k and m is not None:
+            rt.append((m - k) / k)
+    e["rtt_p50_err"] = max(rt, key=abs) if rt else None
+    e["ok_goodput"] = None if e["goodput_err"] is None else abs(e["goodput_err"]) <= TARGETS["goodput"]["rel"]
+    e["ok_share"] = None if e["share_err_pts"] is None else e["share_err_pts"] <= TARGETS["share"]["points"]
+    e["ok_rtt_p50"] = None if e["rtt_p50_err"] is None else abs(e["rtt_p50_err"]) <= TARGETS["rtt_p50"]["rel"]
+    return e
+
+
+def kernel_self_agreement(df: pl.DataFrame, cfgs: Sequence[Config]) -> dict[str, dict[str, bool | None]]:
+    """Whether the kernel agrees with *itself* within each target: its kept runs of a configuration
+    (different seeds, the same experiment) compared with each other by the same rule (spread against
+    the mean). None when fewer than two runs were kept. A target tighter than this spread cannot be
+    met by any model, whatever it does."""
+    out: dict[str, dict[str, bool | None]] = {}
+    k_all = df.filter((pl.col("backend") == "kernel") & pl.col("error").is_null()
+                      & pl.col("emulation_ok").fill_null(False))
+    for c in cfgs:
+        k = k_all.filter(pl.col("config") == c.name)
+        if k.height < 2:
+            out[c.name] = dict.fromkeys(TARGETS)
+            continue
+
+        def spread(col: str, k: pl.DataFrame = k) -> tuple[float, float] | None:
+            v = [x for x in k[col].to_list() if x is not None]
+            return (max(v) - min(v), statistics.fmean(v)) if len(v) >= 2 else None
+        r: dict[str, bool | None] = {}
+        g = spread("goodput_mbps")
+        r["goodput"] = None if g is None or not g[1] else g[0] / g[1] <= TARGETS["goodput"]["rel"]
+        sh = [spread(f"share_p{i + 1}") for i in range(len(c.paths))]
+        r["share"] = (None if any(x is None for x in sh)
+                      else max(x[0] for x in sh if x) * 100 <= TARGETS["share"]["points"])
+        for q in ("p50", "p95"):
+            o = spread(f"ooo_{q}_ms")
+            t = TARGETS[f"ooo_{q}"]
+            r[f"ooo_{q}"] = None if o is None else (o[0] <= t["abs_ms"] or o[0] <= t["rel"] * abs(o[1]))
+        rt = [spread(f"rtt_p50_ms_p{i + 1}") for i in range(len(c.paths))]
+        rt_ok = [x[0] / x[1] <= TARGETS["rtt_p50"]["rel"] for x in rt if x is not None and x[1]]
+        r["rtt_p50"] = all(rt_ok) if rt_ok else None
+        out[c.name] = r
+    return out
+
+
+def verdicts_per_kernel_run(df: pl.DataFrame, cfgs: Sequence[Config]) -> dict[tuple[str, str], bool | None]:
+    """Per (configuration, target): True when the model (seed mean) is inside the target against every
+    kept kernel run on its own, False when outside against every one, None when the kernel's runs
+    straddle the target (its own spread decides the verdict) or nothing was judged."""
+    seeds = sorted(set(df.filter(pl.col("backend") == "kernel")["seed"].to_list()))
+    model = df.filter(pl.col("backend") == "model")
+    flags: dict[tuple[str, str], list[bool]] = {}
+    for s in seeds:
+        one = pl.concat([model, df.filter((pl.col("backend") == "kernel") & (pl.col("seed") == s))])
+        cmp, _ = compare(one, cfgs)
+        for r in cmp.iter_rows(named=True):
+            for t in TARGETS:
+                if r["n_kernel"] and r[f"ok_{t}"] is not None:
+                    flags.setdefault((r["config"], t), []).append(bool(r[f"ok_{t}"]))
+    out: dict[tuple[str, str], bool | None] = {}
+    for c in cfgs:
+        for t in TARGETS:
+            v = flags.get((c.name, t), [])
+            out[(c.name, t)] = True if v and all(v) else False if v and not any(v) else None
+    return out
+
+
+def target_counts(cmp: pl.DataFrame) -> dict[str, tuple[int, int]]:
+    """Per target: (configurations inside, configurations judged)."""
+    out = {}
+    for t in TARGETS:
+        col = cmp[f"ok_{t}"].drop_nulls()
+        out[t] = (int(col.sum()), col.len())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The document
+
+
+def _pct(v: float | None, signed: bool = False) -> str:
+    return "–" if v is None else (f"{100 * v:+.1f} %" if signed else f"{100 * v:.1f} %")
+
+
+def _ms(v: float | None) -> str:
+    return "–" if v is None else f"{v:.1f}"
+
+
+def _f(v: float | None, fmt: str = ".2f") -> str:
+    return "–" if v is None else format(v, fmt)
+
+
+def _mark(ok: bool | None) -> str:
+    return "" if ok is None else ("" if ok else " ✗")
+
+
+_ERR_COL = {"goodput": "goodput_err", "share": "share_err_pts", "ooo_p50": "ooo_p50_diff_ms",
+            "ooo_p95": "ooo_p95_diff_ms", "rtt_p50": "rtt_p50_err"}
+
+
+def write_doc(df: pl.DataFrame, cfgs: Sequence[Config], path: Path, *, command: str, data_file: str,
+              before: pl.DataFrame | None = None) -> dict[str, tuple[int, int]]:
+    """docs/FIDELITY.md from the per-run frame."""
+    cmp, excluded = compare(df, cfgs)
+    counts = target_counts(cmp)
+    k_runs = df.filter(pl.col("backend") == "kernel")
+    loads = [x for x in k_runs["load1"].to_list() if x is not None]
+    modes = sorted({x for x in k_runs["delay_mode"].to_list() if x})
+    L: list[str] = []
+    w = L.append
+    w("# Fidelity: the model against the real kernel")
+    w("")
+    w(f"Generated by `{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — do not edit by hand; the data is "
+      f"`{data_file}` (one row per configuration, seed and backend).")
+    w("")
+    w(f"Kernel {os.uname().release}, delay by {', '.join(modes) or '–'}; upstream default scheduler, CUBIC, "
+      f"stack profile linux-upstream. {len(cfgs)} configurations x {df['seed'].n_unique()} seeds, bulk transfers "
+      f"{BULK_S:g} s in {DURATION_S:g} s runs. Each backend's metrics are averaged over the seeds, then compared. "
+      f"Paths are `p1`..`p4` (p1 carries the initial subflow); the kernel backend runs one subflow per path, so "
+      f"3-4 subflows are 3-4 paths. Rate traces are capped at 40 Mbit/s and 5Gophers throughputs scaled x0.1 so "
+      f"the user-space delay line keeps up on 2 cores.")
+    if loads:
+        w(f"Machine load (1-min load average on 2 cores, sampled after each kernel run; other engineers were running "
+          f"tests at the same time): min {min(loads):.1f}, median {statistics.median(loads):.1f}, max {max(loads):.1f}.")
+    w("")
+    w("## Targets (upstream default scheduler)")
+    w("")
+    per_run = verdicts_per_kernel_run(df, cfgs)
+    w("Inside = the model's seed mean against the kernel's seed mean. The last column judges against each "
+      "kernel run on its own: inside against every one / outside against every one / straddled (the "
+      "kernel's own spread decides).")
+    w("")
+    w("| target | inside | needed | verdict | per kernel run: in / out / straddled |")
+    w("|---|---|---|---|---|")
+    desc = {"goodput": "goodput within 5 %", "share": "per-path share within 3 points",
+            "ooo_p50": "OOO delay p50 within 25 % or 2 ms", "ooo_p95": "OOO delay p95 within 25 % or 5 ms",
+            "rtt_p50": "RTT p50 (every path) within 15 %"}
+    for t, (n_in, n) in counts.items():
+        need = TARGETS[t]["need"]
+        frac = n_in / n if n else float("nan")
+        pv = [v for (_, tt), v in per_run.items() if tt == t]
+        w(f"| {desc[t]} | {n_in} / {n} ({100 * frac:.0f} %) | ≥ {100 * need:.0f} % | "
+          f"{'met' if n and frac >= need else 'NOT met'} | {pv.count(True)} / {pv.count(False)} / "
+          f"{pv.count(None)} |")
+    selfagree = kernel_self_agreement(df, cfgs)
+    w("")
+    w("**The kernel against itself.** The same rule applied between the kernel's own runs of each "
+      "configuration (seed 0 against seed 1, same experiment): ")
+    parts = []
+    for t in TARGETS:
+        v = [x[t] for x in selfagree.values() if x[t] is not None]
+        parts.append(f"{desc[t]}: {sum(v)} / {len(v)}")
+    w("; ".join(parts) + ". Where the kernel does not reproduce itself within a target (3 s runs on a loaded "
+      "2-core machine), no model can be held to it on that configuration: the targets need longer runs or "
+      "more seeds (or an idle machine) before they can be judged strictly everywhere.")
+    if before is not None:
+        bc = target_counts(compare(before, cfgs)[0])
+        w("")
+        w("Before: " + "; ".join(f"{desc[t]} {a} / {b}" for t, (a, b) in bc.items()))
+    w("")
+    w("No calibration has been done yet: these are the figures *before* the fixes issue 13 asks for. The "
+      "\"after\" column will come from the same command once the mechanisms below are modelled.")
+    w("")
+    w("## The matrix")
+    w("")
+    w("Goodput in Mbit/s (model / kernel / error), share error = the largest per-path difference in points, OOO "
+      "delay in ms (model / kernel), RTT error = the largest per-path relative error of the RTT p50, retrans = "
+      "retransmitted segments (model / kernel), completion in s (finite transfers). ✗ = outside the target.")
+    w("")
+    w("| config | axis | goodput m / k | err | share err | OOO p50 m / k | OOO p95 m / k | OOO mean m / k | "
+      "RTT p50 err | retrans m / k | completion m / k |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in cmp.iter_rows(named=True):
+        if not r["n_kernel"]:
+            w(f"| {r['config']} | {r['axis']} | {_f(r['m_goodput_mbps'])} / (no kernel run kept) | | | | | | | | |")
+            continue
+        w(f"| {r['config']} | {r['axis']} | {_f(r['m_goodput_mbps'])} / {_f(r['k_goodput_mbps'])} | "
+          f"{_pct(r['goodput_err'], True)}{_mark(r['ok_goodput'])} | {_f(r['share_err_pts'], '.1f')}"
+          f"{_mark(r['ok_share'])} | {_ms(r['m_ooo_p50_ms'])} / {_ms(r['k_ooo_p50_ms'])}{_mark(r['ok_ooo_p50'])} | "
+          f"{_ms(r['m_ooo_p95_ms'])} / {_ms(r['k_ooo_p95_ms'])}{_mark(r['ok_ooo_p95'])} | "
+          f"{_ms(r['m_ooo_mean_ms'])} / {_ms(r['k_ooo_mean_ms'])} | {_pct(r['rtt_p50_err'], True)}"
+          f"{_mark(r['ok_rtt_p50'])} | {_f(r['m_retrans'], '.0f')} / {_f(r['k_retrans'], '.0f')} | "
+          f"{_f(r['m_completion_s'])} / {_f(r['k_completion_s'])} |")
+    w("")
+    w("Configurations:")
+    w("")
+    for c in cfgs:
+        w(f"- `{c.name}`{' (CI subset)' if c.quick else ''}: {c.what}" + (", upload" if c.direction == "up" and
+                                                                            "upload" not in c.what else ""))
+    w("")
+    w("## Errors by axis")
+    w("")
+    w("Median over the axis' configurations (signed: model minus kernel).")
+    w("")
+    w("| axis | configs | goodput err | share err (pts) | OOO p50 diff (ms) | OOO p95 diff (ms) | RTT p50 err |")
+    w("|---|---|---|---|---|---|---|")
+    for axis in dict.fromkeys(c.axis for c in cfgs):
+        a = cmp.filter(pl.col("axis") == axis)
+
+        def med(col: str, a: pl.DataFrame = a) -> float | None:
+            v = a[col].drop_nulls()
+            return float(v.median()) if v.len() else None  # type: ignore[arg-type]
+        w(f"| {axis} | {a.height} | {_pct(med('goodput_err'), True)} | {_f(med('share_err_pts'), '.1f')} | "
+          f"{_f(med('ooo_p50_diff_ms'), '+.1f')} | {_f(med('ooo_p95_diff_ms'), '+.1f')} | "
+          f"{_pct(med('rtt_p50_err'), True)} |")
+    w("")
+    w("## Worst configurations per target")
+    w("")
+    for t, col in _ERR_COL.items():
+        bad = cmp.filter(pl.col(f"ok_{t}") == False).with_columns(pl.col(col).abs().alias("_a"))  # noqa: E712
+        bad = bad.sort("_a", descending=True).head(5)
+        if bad.height:
+            unit = {"share": " pts", "ooo_p50": " ms", "ooo_p95": " ms"}.get(t, "")
+            vals = ", ".join(f"`{r['config']}` {(_pct(r[col], True) if unit == '' else _f(r[col], '+.1f') + unit)}"
+                             for r in bad.iter_rows(named=True))
+            w(f"- {desc[t]}: {vals}")
+        else:
+            w(f"- {desc[t]}: none outside")
+    w("")
+    w("## Kernel runs left out")
+    w("")
+    if excluded:
+        for x in excluded:
+            w(f"- `{x['config']}` seed {x['seed']}: {x['why']}")
+    else:
+        w("None: every kernel run met the emulation's accuracy targets (rate error p50 ≤ 2 %, delay error p50 ≤ "
+          "0.5 ms).")
+    acc = k_runs.filter(pl.col("error").is_null())
+    if acc.height:
+        re = acc["rate_err_p50"].drop_nulls()
+        de = acc["delay_err_p50_ms"].drop_nulls()
+        w("")
+        w(f"Emulation accuracy over the {acc.height} kernel runs: rate error p50 per run median "
+          f"{_pct(float(re.median()) if re.len() else None)} (max {_pct(float(re.max()) if re.len() else None)}), "  # type: ignore[arg-type]
+          f"delay error p50 per run median {_f(float(de.median()) if de.len() else None, '.3f')} ms (max "  # type: ignore[arg-type]
+          f"{_f(float(de.max()) if de.len() else None, '.3f')} ms).")  # type: ignore[arg-type]
+    w("")
+    w("## Known differences and their causes")
+    w("")
+    L.extend(_differences(cmp))
+    path.write_text("\n".join(L) + "\n")
+    return counts
+
+
+# What the measured differences are put down to: (title, configurations whose numbers are the evidence,
+# the suspected cause). "Finding" = what the matrix itself shows; "hypothesis" = a mechanism not yet
+# demonstrated (no ablation run yet).
+KNOWN_DIFFERENCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("Receive-buffer limit (tcp_rmem max)", ("rmem-128k", "rmem-256k", "rmem-512k", "rmem-1M", "up-rmem-256k"),
+     "Finding: with tcp_rmem max 128k-512k the model's goodput is 31-75 % above the kernel's, from 1 MB up they "
+     "agree; the kernel needs about twice the buffer for the same goodput. Hypothesis: the kernel advertises "
+     "tcp_rmem x its scaling ratio (skb payload over truesize, tcp_win_from_space: a fraction below one)"
+     " and grows it by receive-buffer autotuning at subflow and MPTCP level "
+     "(tcp_rcv_space_adjust, mptcp_rcv_space_adjust); the model grants the whole tcp_rmem[2] at once. Not "
+     "modelled (docs/MODEL.md part C)."),
+    ("A path whose capacity falls to (near) zero", ("wifi+tmobile", "outage-fast", "outage-slow"),
+     "Finding: when the fast path goes out (outage-fast) or a real LTE trace has empty 100 ms bins "
+     "(wifi+tmobile), the kernel's goodput falls far below the model's and its OOO p95 reaches 1.5-2.3 s; "
+     "when the slow path goes out (outage-slow) they agree. Hypothesis: in the kernel the data already on the "
+     "dead subflow holds the MPTCP-level window until that subflow's RTO (with backoff) and the upstream "
+     "scheduler's reinjection, so the good path idles; the model reinjects or keeps the other path busy "
+     "sooner. This is the issue's \"+42 % on time-varying paths\" and the place to look first."),
+    ("Small bottleneck buffers", ("buf-0.25bdp", "buf-0.5bdp", "buf-1bdp", "up-buf-0.5bdp"),
+     "Finding: below 1 BDP the model's goodput is 27-40 % above the kernel's (+10 % at 1 BDP), and the kernel retransmits "
+     "2-4x as many segments. Hypothesis: the kernel sends in bursts the model does not (stretch ACKs and "
+     "delayed-ACK heuristics, HyStart as implemented, no pacing with CUBIC) and recovers with RACK/TLP, "
+     "none of which the model has; from 3 BDP up the goodput agrees."),
+    ("Large rate or RTT gap", ("rate-x10", "rate-x10-rtt-x15", "rtt-x15"),
+     "Finding: with a 10x rate gap or a 15x RTT gap the kernel loses goodput to the slow path (rate-x10-rtt-x15: "
+     "the kernel gets 17 of 33 Mbit/s, well below the fast path's 30) and the model does not (+14 to +59 %). Hypothesis: MPTCP-level "
+     "head-of-line blocking in the kernel (its MPTCP receive window and send buffer, autotuned at msk "
+     "level, fill with data waiting for the slow subflow) that the model's larger fixed buffers hide."),
+    ("MPTCP-level OOO delay on moderate gaps", ("rtt-x3", "rtt-x8", "up-rtt-x8", "ping-tmobile", "ping-atnt",
+                                                "loss-0.1pc"),
+     "Finding: with an RTT gap of 3-8x, or a slow path whose delay follows a ping log, the model's OOO "
+     "p50 is several times the kernel's and its p95 1.3-4.5x, at the same goodput and share. Already known from the lab "
+     "runs (tests/test_compare_lab.py OOO_P50_KNOWN_GAP): the model's slower subflow queues more than the "
+     "kernel's. Hypothesis: TSQ and the kernel's send-buffer autotuning limit how much sits on a subflow; "
+     "the model tracks window usage like tcp_cwnd_validate but has no TSQ."),
+    ("RTT p50", ("buf-1bdp", "rate-x5", "rmem-32M", "finite-1M"),
+     "Finding: the model's RTT p50 is up to 78 % above the kernel's on one of the paths in many "
+     "configurations, and below it with ample buffers (rmem-32M -28 %). Hypothesis: the same causes as above "
+     "(how much each subflow keeps in flight, so how full the bottleneck queue is); RTT sampling is the same code for both (seq/ack with Karn's rule), so "
+     "it is not a measurement artefact."),
+    ("Retransmissions", ("rtt-x1", "rtt-x8", "outage-fast", "outage-slow", "loss-both"),
+     "Finding: with a short RTT or an outage the model retransmits 2-10x more than the kernel. Hypothesis: "
+     "the kernel's RACK/TLP and its RTO (rto_min 200 ms with srtt-based backoff) retransmit fewer segments "
+     "than the model's loss recovery (RACK/TLP are not modelled, docs/MODEL.md part C)."),
+    ("Single path over a real LTE trace (the RTO regression)", ("lte-single",),
+     "Finding: a single path on mahimahi TMobile-LTE-short gets within 5-11 % of the kernel (goodput, RTT), "
+     "so the frozen-window-after-RTO bug the issue reports does not show here (it is fixed in the engine and "
+     "held by tests/test_replay_recovery.py); the remaining goodput gap (-5 %) is not explained yet."),
+)
+
+
+def _differences(cmp: pl.DataFrame) -> list[str]:
+    by = {r["config"]: r for r in cmp.iter_rows(named=True)}
+    out = ["Each item: what the matrix shows (the configurations' numbers, model / kernel) and the suspected "
+           "cause. `docs/MODEL.md` part C lists the mechanisms the model leaves out; none was modelled in this "
+           "session, so there is no \"after\" yet.", ""]
+    for title, names, cause in KNOWN_DIFFERENCES:
+        out.append(f"### {title}")
+        out.append("")
+        for n in names:
+            r = by.get(n)
+            if r is None or not r["n_kernel"]:
+                continue
+            out.append(f"- `{n}`: goodput {_f(r['m_goodput_mbps'])} / {_f(r['k_goodput_mbps'])} Mbit/s "
+                       f"({_pct(r['goodput_err'], True)}), OOO p50 {_ms(r['m_ooo_p50_ms'])} / "
+                       f"{_ms(r['k_ooo_p50_ms'])} ms, p95 {_ms(r['m_ooo_p95_ms'])} / {_ms(r['k_ooo_p95_ms'])} ms, "
+                       f"RTT p50 {_pct(r['rtt_p50_err'], True)}, retrans {_f(r['m_retrans'], '.0f')} / "
+                       f"{_f(r['k_retrans'], '.0f')}")
+        out += ["", cause, ""]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Command line
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(quick: Annotated[bool, typer.Option(help="the 6-configuration CI subset")] = False,
+         only: Annotated[list[str] | None, typer.Option(help="run only this configuration (repeatable)")] = None,
+         out: Annotated[Path, typer.Option(help="folder for FIDELITY.md and fidelity.csv")] = ROOT / "docs",
+         seeds: Annotated[int, typer.Option(help="seeds per configuration")] = 2,
+         jobs: Annotated[int, typer.Option(help="model worker processes")] = 2,
+         report_only: Annotated[bool, typer.Option(help="regenerate FIDELITY.md from the existing CSV")] = False,
+         list_configs: Annotated[bool, typer.Option("--list", help="list the configurations and exit")] = False,
+         ) -> None:
+    """Runs the fidelity matrix and writes FIDELITY.md and fidelity.csv in OUT."""
+    con = Console()
+    cfgs = configs()
+    if quick:
+        cfgs = [c for c in cfgs if c.quick]
+    if only:
+        known = {c.name for c in configs()}
+        bad = [n for n in only if n not in known]
+        if bad:
+            con.print(f"fidelity: unknown configuration(s) {', '.join(bad)}; see --list")
+            raise typer.Exit(2)
+        cfgs = [c for c in configs() if c.name in only]
+    if list_configs:
+        for c in cfgs:
+            con.print(f"{c.name:20} {c.axis:15} {c.what}")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    csv = out / "fidelity.csv"
+    if report_only:
+        if not csv.is_file():
+            con.print(f"fidelity: {csv}: no data file; run the matrix first")
+            raise typer.Exit(2)
+        df = pl.read_csv(csv, schema_overrides=_SCHEMA)
+        names = set(df["config"].to_list())
+        cfgs = [c for c in cfgs if c.name in names]
+    else:
+        if os.geteuid() != 0:
+            con.print("fidelity: the kernel backend needs root")
+            raise typer.Exit(2)
+        con.print(f"{len(cfgs)} configurations x {seeds} seeds; load average {os.getloadavg()}")
+        df = run_matrix(cfgs, list(range(seeds)), jobs=jobs, console=con)
+        tmp = csv.with_suffix(".csv.tmp")
+        df.write_csv(tmp, float_precision=4)
+        tmp.replace(csv)
+    cmd = ("python benchmarks/fidelity.py" + (" --quick" if quick else "") + "".join(f" --only {n}" for n in only or [])
+           + (" --report-only" if report_only else ""))
+    counts = write_doc(df, cfgs, out / "FIDELITY.md", command=cmd, data_file=csv.name)
+    for t, (a, b) in counts.items():
+        con.print(f"{t:8} inside {a} / {b}  (need {100 * TARGETS[t]['need']:.0f} %)")
+    con.print(f"wrote {out / 'FIDELITY.md'} and {csv}")
+
+
+if __name__ == "__main__":
+    app()
