@@ -34,7 +34,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_compare_puts_model_and_kernel_side_by_side() -> None:
     require_lab()
-    run = REPO / "traces" / "lab" / "c07"
+    # c01 (8 s bulk), not c07: the kernel's own run-to-run spread on c07's 1 s, 4 MB transfer is
+    # 17-29 Mbit/s here (slow-start overshoot, then RTO or not), too wide to say anything with one run
+    run = REPO / "traces" / "lab" / "c01"
     r = _cli("compare", str(run / "client.pcap"), "--peer", str(run / "server.pcap"), "--path", "10.0.1.1=wifi",
              "--path", "10.0.2.1=lte", "--backend", "both")
     assert r.returncode == 0, r.stderr
@@ -46,10 +48,11 @@ def test_compare_puts_model_and_kernel_side_by_side() -> None:
     rows = {row["metric"]: row for row in c.table.iter_rows(named=True)}
     g = rows["goodput_mbps"]
     # the kernel replays the estimated timelines of a kernel capture: it should land near what was observed
-    assert g["kernel"] == pytest.approx(g["observed"], rel=0.25)
+    # (measured on c01: 33.2-35.7 vs 36.6 Mbit/s observed over five runs)
+    assert g["kernel"] == pytest.approx(g["observed"], rel=0.2)
     assert g["kernel_error"] == pytest.approx((g["kernel"] - g["observed"]) / g["observed"])
     assert c.kernel is not None and c.kernel.backend == "kernel"
-    assert abs(rows["share_wifi"]["kernel"] - rows["share_wifi"]["observed"]) < 0.15
+    assert abs(rows["share_wifi"]["kernel"] - rows["share_wifi"]["observed"]) < 0.05
 
 
 def test_report_with_the_kernel_row(tmp_path: Path) -> None:
