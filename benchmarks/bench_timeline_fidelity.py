@@ -19,7 +19,6 @@ error and per-path share error (points). Then the totals the issue asks for.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 import time
@@ -39,25 +38,6 @@ PATHS = {"10.0.1.1": "wifi", "10.0.2.1": "lte"}
 KEYS = {"wifi": "path1", "lte": "path2"}
 
 
-def _applied(res: dict[str, Any], key: str, t_epoch_ns: np.ndarray, bin_ns: int) -> np.ndarray:
-    """Time-weighted rate (bit/s) in force over each bin, from the lab's schedule as applied."""
-    no = int(key[-1])
-    s = res.get("schedule")
-    if not s:
-        return np.full(t_epoch_ns.size, res["configured"][key]["rate_down_mbps"] * 1e6)
-    ev = [e for e in s["events"] if e["path"] == no and e["kind"] == "rate" and e["applied"]]
-    ts = np.array([s["t0_epoch"], *(e["t_applied_epoch"] for e in ev)]) * 1e9
-    rates = [s["initial"][f"path{no}"]["rate_mbps"], *(e["value"] for e in ev)]
-    out = []
-    for a in t_epoch_ns:
-        b = a + bin_ns
-        edges = np.concatenate([[a], ts[(ts > a) & (ts < b)], [b]])
-        tot = sum(rates[max(int(np.searchsorted(ts, x, side="right")) - 1, 0)] * (y - x)
-                  for x, y in itertools.pairwise(edges))
-        out.append(tot / bin_ns * 1e6)
-    return np.array(out)
-
-
 def _bin_scores(bins: pl.DataFrame, truth_bps: np.ndarray) -> dict[str, Any]:
     est = bins["capacity_bps"].to_numpy()
     src = np.array(bins["capacity_src"].to_list(), dtype=object)
@@ -74,10 +54,33 @@ def _bin_scores(bins: pl.DataFrame, truth_bps: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def _shares(ev: pl.DataFrame) -> dict[str, float]:
+    """Path -> share of the bytes the receiver got."""
+    from workbench.metrics.throughput import path_stats
+
+    return {r["path"]: r["share"] for r in path_stats(ev, point="rcv").iter_rows(named=True)}
+
+
+def _row(where: tuple[str, str, str, str], bins: pl.DataFrame, truth_bps: np.ndarray, tl: Any, *, owd_down_ms: float,
+         owd_up_ms: float, outages_expected: int, goodput_err: float, share_err: float, t_start: float) -> dict[str, Any]:
+    """One printed row: ``where`` = (set, run, view, path); the path's bin scores against the truth,
+    its one-way delay errors against the delays a measurement should see, outages found, and the
+    replay's errors."""
+    set_, run, view, path = where
+    return {
+        "set": set_, "run": run, "view": view, "path": path, **_bin_scores(bins, truth_bps),
+        "owd_down_err_ms": float(tl.steps["owd_down_ns"].median()) / 1e6 - owd_down_ms,
+        "owd_up_err_ms": float(tl.steps["owd_up_ns"].median()) / 1e6 - owd_up_ms,
+        "outages": len(tl.outages), "outages_expected": outages_expected,
+        "goodput_err": goodput_err, "share_err": share_err, "wall_s": time.perf_counter() - t_start,
+    }
+
+
 def lab_rows() -> list[dict[str, Any]]:
     from workbench.capture import load
     from workbench.compare import compare_capture
     from workbench.timeline import estimate_bins
+    from workbench.timeline._lab_truth import applied_rate_bps
 
     rows = []
     for run in sorted(p.name for p in LAB.iterdir() if (p / "results.json").exists()):
@@ -92,16 +95,11 @@ def lab_rows() -> list[dict[str, Any]]:
             for name, key in KEYS.items():
                 b = bins.filter(pl.col("path") == name)
                 tl = r.timelines[name]
-                truth = _applied(res, key, b["t_epoch_ns"].to_numpy(), 100 * MS)
+                truth = applied_rate_bps(res, int(key[-1]), b["t_epoch_ns"].to_numpy(), 100 * MS)
                 owd_cfg = res["configured"][key]["one_way_delay_ms"]
-                rows.append({
-                    "set": "lab", "run": run, "view": view, "path": name, **_bin_scores(b, truth),
-                    "owd_down_err_ms": float(tl.steps["owd_down_ns"].median()) / 1e6 - owd_cfg,
-                    "owd_up_err_ms": float(tl.steps["owd_up_ns"].median()) / 1e6 - owd_cfg,
-                    "outages": len(tl.outages), "outages_expected": 0,
-                    "goodput_err": table["goodput_mbps"]["error"], "share_err": table[f"share_{name}"]["error"],
-                    "wall_s": time.perf_counter() - t,
-                })
+                rows.append(_row(("lab", run, view, name), b, truth, tl, owd_down_ms=owd_cfg, owd_up_ms=owd_cfg,
+                                 outages_expected=0, goodput_err=table["goodput_mbps"]["error"],
+                                 share_err=table[f"share_{name}"]["error"], t_start=t))
     return rows
 
 
@@ -139,19 +137,15 @@ def synthetic_rows() -> list[dict[str, Any]]:
     from _truth import replay_truth
 
     from workbench.metrics import summarize
-    from workbench.metrics.throughput import path_stats
     from workbench.replay import Bulk, ConnectionConfig, Finite, run_replay
     from workbench.schedulers import get
     from workbench.timeline import estimate_bins, estimate_timelines, to_path_configs
-
-    def shares(ev: pl.DataFrame) -> dict[str, float]:
-        return {r["path"]: r["share"] for r in path_stats(ev, point="rcv").iter_rows(named=True)}
 
     rows = []
     for case, kw in _synthetic_cases().items():
         tr = replay_truth(**kw)
         true_sum = summarize(tr.events)
-        true_share = shares(tr.events)
+        true_share = _shares(tr.events)
         for view in ("pair", "client"):
             t = time.perf_counter()
             ev = tr.view(view)
@@ -164,7 +158,7 @@ def synthetic_rows() -> list[dict[str, Any]]:
                              duration_ns=round(kw["duration_s"] * S) if not size else 4 * round(kw["duration_s"] * S),
                              seed=1, conn=ConnectionConfig(quickack_on_meta_ooo=False))
             rep_sum = summarize(rep.events)
-            rep_share = shares(rep.events)
+            rep_share = _shares(rep.events)
             for p in tr.paths:
                 b = bins.filter(pl.col("path") == p.name)
                 truth = np.array([p.rate_down_bps.at(int(x) + 50 * MS) for x in b["t_epoch_ns"].to_list()])
@@ -176,15 +170,10 @@ def synthetic_rows() -> list[dict[str, Any]]:
                 down_ms, up_ms = p.owd_down_ns.at(0) / 1e6 + ser_ms, p.owd_up_ns.at(0) / 1e6
                 if view != "pair":
                     down_ms = up_ms = (down_ms + up_ms) / 2
-                rows.append({
-                    "set": "synthetic", "run": case, "view": view, "path": p.name, **_bin_scores(b, truth),
-                    "owd_down_err_ms": float(tl.steps["owd_down_ns"].median()) / 1e6 - down_ms,
-                    "owd_up_err_ms": float(tl.steps["owd_up_ns"].median()) / 1e6 - up_ms,
-                    "outages": len(tl.outages), "outages_expected": true_outages,
-                    "goodput_err": rep_sum["goodput_mbps"] / true_sum["goodput_mbps"] - 1,
-                    "share_err": rep_share.get(p.name, 0.0) - true_share.get(p.name, 0.0),
-                    "wall_s": time.perf_counter() - t,
-                })
+                rows.append(_row(("synthetic", case, view, p.name), b, truth, tl, owd_down_ms=down_ms,
+                                 owd_up_ms=up_ms, outages_expected=true_outages,
+                                 goodput_err=rep_sum["goodput_mbps"] / true_sum["goodput_mbps"] - 1,
+                                 share_err=rep_share.get(p.name, 0.0) - true_share.get(p.name, 0.0), t_start=t))
     return rows
 
 
@@ -217,11 +206,7 @@ def kernel_rows() -> list[dict[str, Any]]:
     from workbench.capture_experiment import capture_stack, timelines_experiment
     from workbench.experiment import FiniteWorkload, experiment_from_paths
     from workbench.metrics import summarize
-    from workbench.metrics.throughput import path_stats
     from workbench.timeline import estimate_bins, estimate_timelines
-
-    def shares(ev: pl.DataFrame) -> dict[str, float]:
-        return {r["path"]: r["share"] for r in path_stats(ev, point="rcv").iter_rows(named=True)}
 
     rows = []
     for case, (paths, wl, dur_s, constant) in _kernel_cases().items():
@@ -230,7 +215,7 @@ def kernel_rows() -> list[dict[str, Any]]:
         if run.counters.get("emulation_ok") is False:
             print(f"{case}: emulation missed its targets ({run.warnings}); left out", file=sys.stderr)
             continue
-        true_sum, true_share = summarize(run.events), shares(run.events)
+        true_sum, true_share = summarize(run.events), _shares(run.events)
         client_only = load(run.provenance["client_pcap"], path_names={f"10.0.{i + 1}.1": p.name
                                                                     for i, (_, p) in enumerate(paths)})
         views = {"pair": run.events} | ({"client": client_only.connection(client_only.main_connection)}
@@ -244,7 +229,7 @@ def kernel_rows() -> list[dict[str, Any]]:
             rep = get_backend("model").run(timelines_experiment(
                 tls, workload=rep_wl, scheduler="upstream", stack=capture_stack(None), span_ns=span,
                 duration_ns=round(dur_s * S) if not isinstance(wl, FiniteWorkload) else 4 * round(dur_s * S)))
-            rep_sum, rep_share = summarize(rep.events), shares(rep.events)
+            rep_sum, rep_share = summarize(rep.events), _shares(rep.events)
             t0 = int(ev["t_ns"].min()) if view == "client" else 0  # type: ignore[arg-type]
             for links, p in paths:
                 down = links[0]
@@ -256,15 +241,9 @@ def kernel_rows() -> list[dict[str, Any]]:
                 down_ms, up_ms = down.owd_ns.at(0) / 1e6, links[1].owd_ns.at(0) / 1e6
                 if view != "pair":
                     down_ms = up_ms = (down_ms + up_ms) / 2
-                rows.append({
-                    "set": "kernel", "run": case, "view": view, "path": p.name, **_bin_scores(b, truth),
-                    "owd_down_err_ms": float(tl.steps["owd_down_ns"].median()) / 1e6 - down_ms,
-                    "owd_up_err_ms": float(tl.steps["owd_up_ns"].median()) / 1e6 - up_ms,
-                    "outages": len(tl.outages), "outages_expected": 0,
-                    "goodput_err": rep_sum["goodput_mbps"] / true_sum["goodput_mbps"] - 1,
-                    "share_err": rep_share.get(p.name, 0.0) - true_share.get(p.name, 0.0),
-                    "wall_s": time.perf_counter() - t,
-                })
+                rows.append(_row(("kernel", case, view, p.name), b, truth, tl, owd_down_ms=down_ms, owd_up_ms=up_ms,
+                                 outages_expected=0, goodput_err=rep_sum["goodput_mbps"] / true_sum["goodput_mbps"] - 1,
+                                 share_err=rep_share.get(p.name, 0.0) - true_share.get(p.name, 0.0), t_start=t))
     return rows
 
 

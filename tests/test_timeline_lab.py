@@ -5,7 +5,6 @@ split in two)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from functools import cache
 
@@ -15,6 +14,7 @@ import pytest
 from _paths import SHARED_TRACES, needs
 
 from workbench.timeline import PathTimeline, Timelines, estimate_bins, estimate_timelines, to_path_configs
+from workbench.timeline._lab_truth import applied_rate_bps
 
 LAB = SHARED_TRACES / "lab"
 
@@ -81,24 +81,6 @@ def test_constant_rate_capture(name: str, view: str) -> None:
             assert tl.buffer_down_bytes < 1.25 * buf_bytes
         # All lab losses are queue overflows: no random loss worth the name.
         assert tl.steps["loss_down"][0] < 1e-3
-
-
-def applied_rate_bps(res: dict, path_no: int, t_epoch_ns: np.ndarray, bin_ns: int) -> np.ndarray:
-    """Time-weighted HTB rate in force over each bin, from the schedule as applied."""
-    s = res["schedule"]
-    times = [s["t0_epoch"]] + [e["t_applied_epoch"] for e in s["events"]
-                               if e["path"] == path_no and e["kind"] == "rate" and e["applied"]]
-    rates = [s["initial"][f"path{path_no}"]["rate_mbps"]] + [
-        e["value"] for e in s["events"] if e["path"] == path_no and e["kind"] == "rate" and e["applied"]]
-    ts = np.array(times) * 1e9
-    out = []
-    for a in t_epoch_ns:
-        b = a + bin_ns
-        edges = np.concatenate([[a], ts[(ts > a) & (ts < b)], [b]])
-        tot = sum(rates[max(int(np.searchsorted(ts, x, side="right")) - 1, 0)] * (y - x)
-                  for x, y in itertools.pairwise(edges))
-        out.append(tot / bin_ns * 1e6)
-    return np.array(out)
 
 
 @pytest.mark.parametrize("view", VIEWS)

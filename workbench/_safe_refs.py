@@ -12,6 +12,9 @@ A scenario file is data, often someone else's. So:
 * Sizes are bounded: durations, byte counts, packet counts, rates, series lengths and bin widths
   beyond what any real experiment uses are refused with the key that holds them, and NaN or
   infinite numbers are refused anywhere.
+* Top-level keys are the scenario format's (`SCENARIO_KEYS`, what `workbench.scenario` reads); any
+  other is refused with the closest valid one, so a typo (``schedular:``) never silently gives a
+  replay of defaults.
 
 Every refusal is an `InputError` (one line, exit code 2).
 """
@@ -25,14 +28,21 @@ from typing import Any
 
 from workbench.errors import InputError
 
-__all__ = ["MAX_REF_BYTES", "MAX_SCENARIO_BYTES", "MAX_YAML_NODES", "check_scenario_sizes", "load_document",
-           "resolve_ref"]
+__all__ = ["ALLOW_OUTSIDE_REFS_HELP", "MAX_REF_BYTES", "MAX_SCENARIO_BYTES", "MAX_YAML_NODES", "SCENARIO_KEYS",
+           "check_scenario_keys", "check_scenario_sizes", "load_document", "resolve_ref"]
 
 MAX_SCENARIO_BYTES = 4 << 20        # a scenario is a page of settings; series belong in referenced files
 MAX_REF_BYTES = 512 << 20           # a referenced rate, delay or mahimahi file
 MAX_YAML_NODES = 200_000            # nodes after alias expansion (a 10k-step series is 30k nodes)
 MAX_DEPTH = 64                      # nesting of the document
 _OUTSIDE_HINT = "pass --allow-outside-refs (allow_outside=True) to allow it"
+# The help of every command's --allow-outside-refs (replay, timeline, report): one meaning, one text.
+ALLOW_OUTSIDE_REFS_HELP = "let the scenario refer to files outside its folder (../, absolute paths)"
+
+# Every top-level key `workbench.scenario.scenario_from_dict` reads (the timeline importer reads
+# `paths` alone, and a scenario file is one format for both). A new key is added here and there.
+SCENARIO_KEYS = ("paths", "scheduler", "workload", "duration_s", "seed", "stack", "connection", "direction",
+                 "shared", "subflows")
 
 # Upper bounds by key, far above any real experiment and far below what would exhaust the machine.
 _DAY_S = 86_400
@@ -227,6 +237,21 @@ def _walk(x: Any, where: str, key: str) -> None:
             _walk(v, f"{where}[{i}]", key)
     else:
         _check_value(where, key, x)
+
+
+def check_scenario_keys(doc: Any) -> None:
+    """Refuse a top-level key that is not in `SCENARIO_KEYS`, naming the closest valid key (or all of
+    them when none is close). Raises an `InputError` without a source (the caller adds the file)."""
+    import difflib
+
+    if not isinstance(doc, dict):
+        return
+    for key in doc:
+        if key in SCENARIO_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), SCENARIO_KEYS, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(SCENARIO_KEYS)}"
+        raise InputError(None, f"unknown top-level key {str(key)!r} ({hint})")
 
 
 def check_scenario_sizes(doc: Any) -> None:

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from workbench._safe_refs import ALLOW_OUTSIDE_REFS_HELP
 from workbench._text import fmt_value
 from workbench.errors import InputError
 
@@ -175,6 +176,7 @@ def timeline(
     rate_unit: Annotated[str | None, typer.Option(
         help="rate unit of rate files whose header does not say: bit/s | kbit/s | Mbit/s | Gbit/s | B/s | kB/s | MB/s")]
     = None,
+    allow_outside_refs: Annotated[bool, typer.Option("--allow-outside-refs", help=ALLOW_OUTSIDE_REFS_HELP)] = False,
 ) -> None:
     """Path timelines (capacity, one-way delay, loss, buffer per path) from captures or trace files."""
     from workbench._files import write_atomic
@@ -187,7 +189,7 @@ def timeline(
         raise InputError(output, "the output must end in .parquet, .csv or .json")
     tls = open_timelines(inputs, peer=peer, bin_ns=parse_duration_ns(bin),
                          path_names=parse_path_names(path or []), kind=kind,  # type: ignore[arg-type]
-                         t_unit=t_unit, rate_unit=rate_unit)
+                         t_unit=t_unit, rate_unit=rate_unit, allow_outside=allow_outside_refs)
     save_timelines(tls, output)
     if html is not None:
         from workbench.timeline import timeline_figure

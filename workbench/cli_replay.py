@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from workbench._safe_refs import ALLOW_OUTSIDE_REFS_HELP
 from workbench._text import fmt_value as _fmt
 from workbench.errors import InputError
 from workbench.experiment import BulkWorkload, Experiment, SchedulerSpec, WorkloadSpec, workload_text
@@ -263,8 +264,7 @@ def replay_command(
         help="saved timelines without a capacity: capacity to assume (Mbit/s), shown as assumed")] = None,
     default_buffer_bytes: Annotated[int | None, typer.Option(
         help="saved timelines without a buffer: bottleneck buffer to assume (bytes)")] = None,
-    allow_outside_refs: Annotated[bool, typer.Option(
-        "--allow-outside-refs", help="let the scenario refer to files outside its folder (../, absolute paths)")] = False,
+    allow_outside_refs: Annotated[bool, typer.Option("--allow-outside-refs", help=ALLOW_OUTSIDE_REFS_HELP)] = False,
 ) -> None:
     """Replay a scenario or saved timelines with one scheduler: metrics table, optional parquet/pcap."""
     from workbench.metrics import summarize

@@ -30,7 +30,8 @@ workload: {bulk: {stop_s: 8}}   # or {finite: {bytes: 4000000}}, {bursts: {segme
                                 # 500, count: 20}}, {trace: [[t_s, bytes], ...] or {csv: app.csv}}
 ```
 
-Errors are `InputError`s naming the file and the offending key.
+Errors are `InputError`s naming the file and the offending key; a top-level key not shown above is
+refused with the closest valid one (`workbench._safe_refs.SCENARIO_KEYS`), never ignored.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench._safe_refs import check_scenario_sizes, load_document, resolve_ref
+from workbench._safe_refs import check_scenario_keys, check_scenario_sizes, load_document, resolve_ref
 from workbench.errors import InputError
 from workbench.experiment import (
     PACKET_BYTES,
@@ -231,6 +232,7 @@ def scenario_from_dict(d: Any, *, source: str | Path = "<dict>", base_dir: str |
     if not isinstance(d, dict):
         raise ctx.err("top level", "expected a mapping")
     try:
+        check_scenario_keys(d)
         check_scenario_sizes(d)
     except InputError as e:
         raise InputError(ctx.src, e.problem) from None

@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from workbench.capture._mptcp import ConnectionInfo, SubflowInfo, assign_connections, expand_dsn
+from workbench.capture._mptcp import (
+    ConnectionInfo,
+    SubflowInfo,
+    assign_connections,
+    expand_dsn,
+    split_by_dsn_space,
+)
 from workbench.capture._streams import add_stream_columns
 from workbench.capture.schema import MPTCP_SUBTYPES, PACKET_EVENTS, TCP_FLAGS
 
@@ -73,6 +79,22 @@ def _dsn_bases(df: pl.DataFrame, conns: list[ConnectionInfo]) -> pl.DataFrame:
         .with_columns(base=pl.coalesce("base", "seen_base"))
         .select("conn", "dir", "base")
     )
+
+
+def _note_apart(conns: list[ConnectionInfo], subflows: dict[int, SubflowInfo], main_stream: int,
+                apart: dict[int, int]) -> None:
+    """Say why streams of one connection's exports became connections of their own
+    (`split_by_dsn_space`): one warning on each such connection."""
+    main = subflows[main_stream].conn
+    gap: dict[int, int] = {}
+    for stream, g in apart.items():
+        c = subflows[stream].conn
+        gap[c] = max(gap.get(c, 0), g)
+    for c, g in sorted(gap.items()):
+        conns[c].warnings.append(
+            f"given as part of connection {main}, but its data sequence numbers lie {g} bytes from that "
+            "connection's: another MPTCP connection (such as the end of an earlier one still in the capture), "
+            "kept apart")
 
 
 def _infer_vantage(df: pl.DataFrame, conns: list[ConnectionInfo],
@@ -155,11 +177,15 @@ def analyze(
     `path_names` maps a client address to a path label (`{"10.0.2.1": "lte"}`); unnamed paths are
     labelled by the client address. `one_connection` makes every TCP stream a subflow of one
     connection, for inputs that say so themselves (one connection's per-subflow CSV exports, whose
-    handshakes and keys are absent). `vantage` overrides the inferred capture point.
+    handshakes and keys are absent), but for streams whose data sequence numbers cannot be that
+    connection's: those become connections of their own, with a warning. `vantage` overrides the
+    inferred capture point.
     """
     df = add_stream_columns(packets)
-    groups = [df["stream"].unique().sort().to_list()] if one_connection else None
+    groups, apart = split_by_dsn_space(df) if one_connection else (None, {})
     conns, subflows, warnings = assign_connections(df, forced_groups=groups)
+    if groups and apart:
+        _note_apart(conns, subflows, groups[0][0], apart)
     sf_table = _subflow_table(subflows, path_names or {})
     df = df.join(sf_table, on="stream", how="left")
     # Directions are named from the connection's client, also on subflows the server opened.

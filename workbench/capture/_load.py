@@ -103,7 +103,8 @@ def load(
             raise InputError(None, "no input files")
         packets, hashes = _read_csv_group(paths, use_cache)
         used, notes = "csv", []
-        # All streams of the files are subflows of one connection: the files say so, not the keys.
+        # The streams of the files are subflows of one connection (the files say so, not the keys),
+        # except a stream whose data sequence numbers are another connection's (`split_by_dsn_space`).
         analysis = analyze(packets, path_names=path_names, one_connection=True)
         name = " + ".join(str(p) for p in paths)
     warnings = notes + analysis.warnings

@@ -15,7 +15,8 @@ import polars as pl
 
 from workbench.capture.schema import MPTCP_SUBTYPES
 
-__all__ = ["ConnectionInfo", "SubflowInfo", "assign_connections", "expand_dsn", "idsn_of_key", "token_of_key"]
+__all__ = ["ConnectionInfo", "SubflowInfo", "assign_connections", "expand_dsn", "idsn_of_key", "split_by_dsn_space",
+           "token_of_key"]
 
 _U32 = 1 << 32
 _U64 = 1 << 64
@@ -203,6 +204,95 @@ def assign_connections(
         # A join naming the server's token was opened by the client side, and vice versa.
         add_subflow(c, f, join=True, server_initiated=not token_is_server)
     return conns, subflows, warnings
+
+
+# How far apart (bytes, mod 2^32) two streams' data sequence numbers may lie and still be one
+# connection's, at the least: a subflow joins where the connection's DSNs stand, and every subflow
+# carries DATA_ACKs of the whole transfer, so one connection's streams overlap or touch unless much
+# data went over subflows the capture does not hold. An unrelated connection's IDSN is random (hash
+# of a random key): 1 chance in 128 per space to fall this close.
+_DSN_SLACK_BYTES = 16 << 20
+
+
+@dataclass
+class _Span:
+    """The 32-bit DSN values one stream shows in one data sequence space, as [lo, hi] with lo taken
+    near the first value seen (so a wrap inside the stream does not make the range meaningless)."""
+
+    lo: int
+    hi: int
+
+
+def _spans(df: pl.DataFrame) -> dict[tuple[int, bool], _Span]:
+    """(stream, space) -> span. Space True: data sent by the stream's opener (its DSNs, and the
+    DATA_ACKs the other side sends for them); False: the other direction."""
+    half = 1 << 31
+    low32 = pl.col("v").cast(pl.Int128) % _U32
+    rows = pl.concat([
+        df.filter(pl.col("dss_dsn").is_not_null()).select("stream", "frame", space=pl.col("opener_is_src"),
+                                                          v=pl.col("dss_dsn")),
+        df.filter(pl.col("dss_data_ack").is_not_null()).select("stream", "frame", space=~pl.col("opener_is_src"),
+                                                               v=pl.col("dss_data_ack")),
+    ]).with_columns(v=low32.cast(pl.Int64)).sort("frame")
+    first = pl.col("v").first()
+    off = (pl.col("v") - first + half) % _U32 - half
+    agg = rows.group_by("stream", "space").agg(lo=first + off.min(), hi=first + off.max())
+    return {(r["stream"], r["space"]): _Span(r["lo"], r["hi"]) for r in agg.iter_rows(named=True)}
+
+
+def _gap(a: _Span, b: _Span) -> int:
+    """Bytes between two spans on the 32-bit circle (0 when they overlap or touch)."""
+    half = 1 << 31
+    d = (b.lo - a.lo + half) % _U32 - half  # where b starts, from a's start
+    return max(0, d - (a.hi - a.lo), -d - (b.hi - b.lo))
+
+
+def split_by_dsn_space(df: pl.DataFrame) -> tuple[list[list[int]], dict[int, int]]:
+    """Streams of a table said to hold one connection (per-subflow CSV exports, whose handshakes and
+    keys are absent) in groups that can each be one MPTCP connection by their data sequence numbers.
+
+    Groups, the one with the most data first; and for each stream put apart, its distance in bytes
+    from the first group's DSNs. Two streams conflict when, in a data sequence space both show, their
+    DSNs and DATA_ACKs lie further apart than any transfer in the table explains (``_DSN_SLACK_BYTES``,
+    or twice the bytes the table carries in that space): they cannot share an IDSN. A stream joins the
+    first group it conflicts with nowhere; streams without DSS values stay with the first group."""
+    streams = df.group_by("stream").agg(data=pl.col("payload_len").sum()).sort(["data", "stream"],
+                                                                              descending=[True, False])
+    order = [int(s) for s in streams["stream"]]
+    if len(order) < 2:
+        return [order], {}
+    spans = _spans(df)
+    carried = df.filter(pl.col("dss_dsn").is_not_null()).group_by("opener_is_src").agg(pl.col("payload_len").sum())
+    slack = {bool(r[0]): max(_DSN_SLACK_BYTES, 2 * int(r[1])) for r in carried.iter_rows()}
+
+    def gap(a: int, b: int) -> int:
+        """The largest gap between a and b over the spaces both show, where it is beyond the slack."""
+        worst = 0
+        for space in (True, False):
+            sa, sb = spans.get((a, space)), spans.get((b, space))
+            if sa is not None and sb is not None:
+                g = _gap(sa, sb)
+                if g > slack.get(space, _DSN_SLACK_BYTES):
+                    worst = max(worst, g)
+        return worst
+
+    groups: list[list[int]] = []
+    silent = []
+    for s in order:
+        if not any((s, space) in spans for space in (True, False)):
+            silent.append(s)
+            continue
+        for g in groups:
+            if all(gap(s, m) == 0 for m in g):
+                g.append(s)
+                break
+        else:
+            groups.append([s])
+    if not groups:
+        return [sorted(order)], {}
+    groups[0] += silent
+    apart = {s: max(gap(s, m) for m in groups[0]) for g in groups[1:] for s in g}
+    return [sorted(g) for g in groups], apart
 
 
 def expand_dsn(raw: pl.Expr, is_8: pl.Expr, base: pl.Expr) -> pl.Expr:

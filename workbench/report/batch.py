@@ -82,7 +82,7 @@ def write_atomic(path: Path, data: bytes | str) -> None:
 
 def resolve_settings(schedulers: str | Sequence[str], params: Sequence[str] = (), *, seed: int = 0,
                      duration_ns: int | None = None, workload: str = "auto", baselines: bool = True,
-                     cc: str = "cubic", kernel: bool = False) -> ReportSettings:
+                     cc: str = "cubic", kernel: bool = False, allow_outside_refs: bool = False) -> ReportSettings:
     """Settings from CLI-style values; bad scheduler names or parameters raise `InputError` (usage)."""
     import yaml
 
@@ -123,7 +123,7 @@ def resolve_settings(schedulers: str | Sequence[str], params: Sequence[str] = ()
     return ReportSettings(schedulers=tuple(names),
                           params=tuple((n, tuple(sorted(per[n].items()))) for n in names if per[n]),
                           seed=seed, duration_ns=duration_ns, workload=workload, baselines=baselines, cc=cc,
-                          kernel=kernel)
+                          kernel=kernel, allow_outside_refs=allow_outside_refs)
 
 
 def _scheduler_params(settings: ReportSettings) -> dict[str, dict[str, Any]]:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from workbench._safe_refs import ALLOW_OUTSIDE_REFS_HELP
+
 if TYPE_CHECKING:
     from workbench.report.pipeline import ReportSettings
 
@@ -29,6 +31,8 @@ def _canonical(inputs: list[str], out: Path, settings: ReportSettings, params: l
             "--baselines" if settings.baselines else "--no-baselines"]
     if settings.kernel:
         cmd.append("--kernel")
+    if settings.allow_outside_refs:
+        cmd.append("--allow-outside-refs")
     if duration is not None:
         cmd += ["--duration", repr(duration)]
     for p in paths:
@@ -67,6 +71,7 @@ def report_command(
     address: Annotated[str | None, typer.Option(
         help="dask scheduler address tcp://HOST:PORT (with --executor dask)")] = None,
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    allow_outside_refs: Annotated[bool, typer.Option("--allow-outside-refs", help=ALLOW_OUTSIDE_REFS_HELP)] = False,
 ) -> None:
     """Batch report: per input an HTML page (timelines, OOO delay, goodput, burstiness, shares, queues,
     buffers, metrics table), plus index.html, metrics.csv/.parquet and manifest.json."""
@@ -77,7 +82,8 @@ def report_command(
 
     settings = resolve_settings(schedulers, param or [], seed=seed,
                                 duration_ns=None if duration is None else round(duration * 1e9),
-                                workload=workload, baselines=baselines, cc=cc, kernel=kernel)
+                                workload=workload, baselines=baselines, cc=cc, kernel=kernel,
+                                allow_outside_refs=allow_outside_refs)
     outcome = run_report(inputs, out, settings, jobs=jobs, executor=executor, address=address,
                          path_names=parse_path_names(path or []), show_progress=progress,
                          command_line=_canonical(inputs, out, settings, param or [], duration, path or [], jobs,

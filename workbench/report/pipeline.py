@@ -66,6 +66,7 @@ class ReportSettings:
     cc: str = "cubic"                  # congestion control of capture replays (scenarios say their own)
     max_points: int = 600              # per figure trace (display thinning only)
     kernel: bool = False               # also run the upstream scheduler on the real kernel (root)
+    allow_outside_refs: bool = False   # scenarios may refer to files outside their folder (_safe_refs)
 
     def params_of(self, name: str) -> dict[str, Any]:
         return dict(dict(self.params).get(name, ()))
@@ -74,7 +75,8 @@ class ReportSettings:
         return {"schedulers": list(self.schedulers),
                 "params": {k: dict(v) for k, v in self.params},
                 "seed": self.seed, "duration_ns": self.duration_ns, "workload": self.workload,
-                "baselines": self.baselines, "cc": self.cc, "max_points": self.max_points, "kernel": self.kernel}
+                "baselines": self.baselines, "cc": self.cc, "max_points": self.max_points, "kernel": self.kernel,
+                "allow_outside_refs": self.allow_outside_refs}
 
 
 def file_sha256(path: str | Path) -> str:
@@ -122,17 +124,18 @@ def _finite_transfer(events: Any, summary: dict[str, Any]) -> bool:
     return finished_transfer(events, summary)
 
 
-def _input_timelines(spec: JobSpec) -> tuple[Any, Any, Any, int | None]:
+def _input_timelines(spec: JobSpec, *, allow_outside: bool = False) -> tuple[Any, Any, Any, int | None]:
     """Timelines of a non-capture input, and what the file itself asks for: workload spec, stack
-    profile and duration (None where it says nothing)."""
+    profile and duration (None where it says nothing). A scenario's referenced files must lie in its
+    folder unless `allow_outside`."""
     from workbench.timeline import Timelines, load_timelines, read_mahimahi, read_rate_csv, read_scenario
     path = Path(spec.files[0])
     if spec.kind == "timelines":
         return load_timelines(path), None, None, None
     if spec.kind == "scenario":
         from workbench.scenario import load_scenario
-        sc = load_scenario(path)
-        return read_scenario(path), sc.workload_spec, sc.stack, sc.duration_ns
+        sc = load_scenario(path, allow_outside=allow_outside)
+        return read_scenario(path, allow_outside=allow_outside), sc.workload_spec, sc.stack, sc.duration_ns
     if spec.kind == "rate":
         return Timelines([read_rate_csv(path, kind="capacity", name=path.stem)]), None, None, None
     if spec.kind == "mahimahi":
@@ -285,7 +288,8 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
             return
         result["capture_view"] = _capture_view(ev, conn, timelines, spec, settings.max_points)
     else:
-        timelines, file_workload, file_stack, file_ns = _input_timelines(spec)
+        timelines, file_workload, file_stack, file_ns = _input_timelines(
+            spec, allow_outside=settings.allow_outside_refs)
         cap_ns = settings.duration_ns or file_ns or _timelines_span_ns(timelines) or DEFAULT_DURATION_NS
         workload = file_workload if file_workload is not None else BulkWorkload()
         result["workload"] = "bulk" if file_workload is None else f"from the file: {workload_text(file_workload)}"

@@ -95,10 +95,11 @@ def _mahimahi_partner(p: Path) -> tuple[Path | None, Path | None]:
 def open_timelines(
     inputs: Sequence[str | Path], *, peer: str | Path | None = None, bin_ns: int = 100_000_000,
     path_names: dict[str, str] | None = None, kind: Literal["capacity", "throughput"] = "capacity",
-    t_unit: str | None = None, rate_unit: str | None = None,
+    t_unit: str | None = None, rate_unit: str | None = None, allow_outside: bool = False,
 ) -> Timelines:
     """Open each input and put their paths together (names must differ). A capture's paths are
-    estimated from its packets (`peer`: the capture at the other end, for one-way delays)."""
+    estimated from its packets (`peer`: the capture at the other end, for one-way delays). A scenario's
+    referenced files must lie in its folder unless `allow_outside` (`workbench._safe_refs`)."""
     from workbench.timeline.estimate import EstimateOptions, estimate_timelines
     from workbench.timeline.importers import read_5gophers, read_mahimahi, read_ping, read_rate_csv
     from workbench.timeline.importers.scenario import read_scenario
@@ -122,7 +123,7 @@ def open_timelines(
         elif what == "timelines":
             paths += load_timelines(p).values()
         elif what == "scenario":
-            paths += read_scenario(p).values()
+            paths += read_scenario(p, allow_outside=allow_outside).values()
         elif what == "mahimahi":
             down, up = _mahimahi_partner(p)
             key = (down or up or p).with_suffix("")

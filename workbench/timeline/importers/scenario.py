@@ -30,7 +30,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from workbench._safe_refs import check_scenario_sizes, load_document, resolve_ref
+from workbench._safe_refs import check_scenario_keys, check_scenario_sizes, load_document, resolve_ref
 from workbench.errors import InputError
 from workbench.timeline.importers.mahimahi import read_mahimahi
 from workbench.timeline.importers.rate_csv import parse_time_unit, read_rate_csv
@@ -232,6 +232,7 @@ def read_scenario(path: str | Path, *, allow_outside: bool = False) -> Timelines
     path = Path(path)
     doc = load_document(path)
     try:
+        check_scenario_keys(doc)
         check_scenario_sizes(doc)
         return scenario_timelines(doc, path.parent, allow_outside=allow_outside)
     except InputError as e:
