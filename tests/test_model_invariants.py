@@ -46,7 +46,17 @@ PAYLOAD_SHARE = STACK.advmss / (STACK.advmss + 90)
 # Schedulers allowed below 90 % of the best single path on stable paths with ample buffers, and why.
 # For these the test asserts the floor the mechanism explains instead, so it still fails if they collapse
 # further: "n_slowest" = 70 % of (number of paths x the slowest single path), capped at 90 % of the best one.
+_HOL_WHY = ("queues data on a subflow beyond its cwnd (upstream Linux's linger-time bursts; OTIAS's planned "
+            "queues), so with a 10x rate gap the slow subflow holds the oldest unacknowledged data for hundreds "
+            "of ms while the MPTCP send buffer (autotuned, tcp_wmem: 2 x max cwnd x 2304 B per subflow) fills and "
+            "a blocked writer waits for a third of it to free (sk_stream_write_space). The real kernel does "
+            "the same: rate-x10 in docs/FIDELITY.md (20 + 2 Mbit/s, 10 ms each) gets 10.7 Mbit/s on the kernel "
+            "against 19.1 on the fast path alone (0.56 x); the model gives upstream 0.60-0.66 x and OTIAS 0.88 x "
+            "there. Floor: half the best single path, below what the kernel's own default scheduler reaches.")
+
 NAMED_EXCEPTIONS: dict[str, dict[str, str]] = {
+    "upstream": {"floor": "half_best", "why": "the upstream default scheduler " + _HOL_WHY},
+    "otias": {"floor": "half_best", "why": "OTIAS " + _HOL_WHY},
     "daps": {
         "floor": "n_slowest",
         "why": "DAPS hands each subflow its planned share of a schedule period without a cwnd test (Kuhn et "
@@ -208,8 +218,11 @@ def test_not_below_the_best_single_path(scheduler: str, r1: int, r2: int, d1: in
         e = _experiment([p], "minrtt", wl, end_ns=end_ns)
         singles.append(_goodput(model.run(dataclasses.replace(e, protocol="tcp")), end_ns))
     best = max(singles)
-    if NAMED_EXCEPTIONS.get(scheduler, {}).get("floor") == "n_slowest":
+    floor = NAMED_EXCEPTIONS.get(scheduler, {}).get("floor")
+    if floor == "n_slowest":
         need = min(0.7 * len(paths) * min(singles), 0.9 * best)
+    elif floor == "half_best":
+        need = 0.5 * best
     else:
         need = 0.9 * best
     assert mp >= need, (f"{scheduler}: {mp / 1e6:.2f} Mbit/s < {need / 1e6:.2f} Mbit/s; best single path "

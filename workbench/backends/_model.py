@@ -42,15 +42,16 @@ def engine_workload(w: WorkloadSpec) -> Workload:
 
 def engine_connection(stack: StackProfile, *, join_after_ns: int = 0, backup: tuple[str, ...] = (),
                       sample_interval_ns: int = 10_000_000, plain_tcp: bool = False) -> ConnectionConfig:
-    """Engine connection settings from kernel-named stack settings. The receive buffer is the largest
-    the client may advertise (tcp_rmem[2]); the send buffer is autotuned unless SO_SNDBUF locks it."""
+    """Engine connection settings from kernel-named stack settings. The engine's receive window at most
+    is the share the kernel advertises of the largest receive buffer (scaling_ratio x tcp_rmem[2]); the
+    send buffer is autotuned unless SO_SNDBUF locks it."""
     from workbench.replay import ConnectionConfig
     extra: dict[str, Any] = {}
     if stack.frame_overhead_bytes is not None:
         extra["header_bytes"] = stack.frame_overhead_bytes
     cfg = ConnectionConfig(
         mss_bytes=stack.advmss, send_buf_bytes=stack.tcp_wmem[2] if stack.sndbuf_locked else None,
-        rcv_buf_bytes=stack.tcp_rmem[2], cc=stack.congestion_control, hystart=stack.hystart,
+        rcv_buf_bytes=int(stack.tcp_rmem[2] * stack.scaling_ratio), cc=stack.congestion_control, hystart=stack.hystart,
         init_cwnd=stack.initcwnd, rto_min_ns=int(stack.rto_min_ms * 1e6), delayed_ack=not stack.quickack,
         delack_ns=int(stack.delack_min_ms * 1e6), quickack_on_meta_ooo=stack.mptcp_ooo_quickack,
         reinject_on_subflow_rto=stack.reinject_on_subflow_rto, join_delay_ns=join_after_ns,

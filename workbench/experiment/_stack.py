@@ -7,7 +7,11 @@ Two named profiles:
   ``tcp_wmem[2]``, no quick-ACK when data goes to the MPTCP out-of-order queue, the upstream
   scheduler's reinjection behaviour.
 * ``mptcp.org-v0.95``: the out-of-tree kernel the seed papers used: fixed send buffer of
-  ``tcp_wmem[2]``, quick-ACK on MPTCP-level reordering, minRTT's opportunistic retransmission.
+  ``tcp_wmem[2]``, quick-ACK on MPTCP-level reordering, minRTT's opportunistic retransmission, half
+  the receive buffer advertised (``tcp_adv_win_scale = 1``).
+
+Both advertise ``scaling_ratio`` x ``tcp_rmem[2]`` as the receive window at most (less the bytes held
+out of order), as the kernel does; a scenario's ``rcv_buf_bytes`` is the receive buffer, not the window.
 
 ``stack_profile(name, **overrides)`` gives a profile with some settings replaced; unknown names are
 refused with the list of known ones.
@@ -29,6 +33,12 @@ class StackProfile:
     tcp_rmem: tuple[int, int, int] = (4096, 131072, 6291456)   # net.ipv4.tcp_rmem (min default max), bytes
     tcp_wmem: tuple[int, int, int] = (4096, 16384, 4194304)    # net.ipv4.tcp_wmem
     tcp_moderate_rcvbuf: bool = True       # net.ipv4.tcp_moderate_rcvbuf: receive-buffer autotuning
+    # The share of the receive buffer the receiver advertises as window: Linux >= 6.6 measures it per
+    # socket as payload / skb truesize (tp->scaling_ratio / 256, tcp_win_from_space); 0.614 is what the
+    # kernel backend's veth captures show (322 kB advertised at most with tcp_rmem[2] = 512 kB). Older
+    # kernels used net.ipv4.tcp_adv_win_scale = 1, i.e. 0.5. A NIC with other buffer sizes gives another
+    # value; it is not a sysctl, so the kernel backend cannot set it.
+    scaling_ratio: float = 0.614
     sndbuf_locked: bool = False            # SO_SNDBUF set by the application (no send autotuning)
     congestion_control: str = "cubic"      # net.ipv4.tcp_congestion_control / TCP_CONGESTION
     hystart: bool = True                   # tcp_cubic module parameter hystart
@@ -49,6 +59,8 @@ class StackProfile:
                 raise ValueError(f"{key} must be three sizes min <= default <= max, got {v!r}")
         if self.initcwnd <= 0 or self.advmss <= 0:
             raise ValueError("initcwnd and advmss must be > 0")
+        if not 0 < self.scaling_ratio <= 1:
+            raise ValueError(f"scaling_ratio must be in (0, 1], got {self.scaling_ratio!r}")
         if self.rto_min_ms <= 0 or self.delack_min_ms < 0:
             raise ValueError("rto_min_ms must be > 0 and delack_min_ms >= 0")
 
@@ -65,7 +77,7 @@ class StackProfile:
 PROFILES: dict[str, StackProfile] = {
     "linux-upstream": StackProfile(),
     "mptcp.org-v0.95": StackProfile(name="mptcp.org-v0.95", tcp_moderate_rcvbuf=False, sndbuf_locked=True,
-                                    mptcp_ooo_quickack=True),
+                                    mptcp_ooo_quickack=True, scaling_ratio=0.5),
 }
 
 # Older scenario files and callers use the engine's names; they map onto kernel settings here, the one

@@ -195,7 +195,12 @@ class Connection:
             # the sum only changes when a subflow's largest cwnd grew (O(subflows) then, not per write)
             self.send_buf_bytes = sum(min(s.sndbuf_segments * s.mss, 4 << 20) for s in self.subflows)
             self.sndbuf_stale = False
-        free = self.send_buf_bytes - (self.write_seq - self.snd_una)
+        used = self.write_seq - self.snd_una
+        free = self.send_buf_bytes - used
+        if self.send_buffer_full and 2 * free < used:
+            # A writer blocked on a full buffer wakes only once a third of it is free again
+            # (sk_stream_write_space: wspace >= wmem_queued / 2), not at every acknowledged byte.
+            return 0
         n = nbytes if nbytes < free else free
         if n <= 0:
             self.send_buffer_full = nbytes > 0

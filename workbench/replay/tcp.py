@@ -15,7 +15,11 @@ Sender, per subflow:
   such ACKs are immediate, so nothing is lost unless ACKs are dropped). Loss marking is FACK-style
   (a segment is lost when ``dupthresh = 3`` segments above it are SACKed); Recovery uses PRR
   (``tcp_cwnd_reduction``) and ends at ``high_seq``; RTO enters Loss (cwnd 1, every un-SACKed
-  segment marked lost, retransmitted as cwnd allows). No RACK, no F-RTO, no undo (DSACK).
+  segment marked lost, retransmitted as cwnd allows). Tail loss probe as Linux (TLP, RFC 8985): in
+  Open state with data out, a probe timer of 2 x srtt (+ rto_min for a single segment out, else
+  + 2 ms, never past the RTO) sends one queued segment regardless of cwnd, else retransmits the last
+  one; a retransmitted probe acknowledged without a DSACK repaired a loss and reduces cwnd as CWR
+  does. No RACK reordering window, no F-RTO, no undo (DSACK).
 * ``packets_in_flight = packets_out - (sacked_out + lost_out) + retrans_out`` as Linux.
 
 Receiver, per subflow: cumulative ACK by segment number, out-of-order segments held until the hole
@@ -53,6 +57,7 @@ F_EVER_RETRANS = 8  # was retransmitted at least once (Karn: no RTT sample)
 F_REINJ = 16        # this subflow copy is an MPTCP reinjection / opportunistic retransmission
 
 _DUPTHRESH = 3
+_DSACK = -2  # the "sack" field of an ACK answering a duplicate segment (a DSACK)
 _RTO_MAX_US = 120_000_000
 _TCP_MAX_QUICKACKS = 16
 
@@ -106,6 +111,7 @@ class SubflowSender:
         "n_retrans",
         "n_rto",
         "n_sent",
+        "n_tlp",
         "name",
         "nxt",
         "packets_out",
@@ -136,6 +142,9 @@ class SubflowSender:
         "ssthresh",
         "start_ns",
         "stx",
+        "tlp_high_seq",
+        "tlp_retrans",
+        "tlp_timer",
         "una",
         "una_bytes",
         "write_bytes",
@@ -204,6 +213,11 @@ class SubflowSender:
         self.rto_us = 1_000_000  # RFC 6298 initial 1 s
         self.backoff = 0
         self.rto_timer = Timer(loop, self._on_rto)
+        # tail loss probe (tcp_schedule_loss_probe / tcp_send_loss_probe): one probe in flight at most
+        self.tlp_timer = Timer(loop, self._on_tlp)
+        self.tlp_high_seq = -1   # nxt when the probe went out; -1: none outstanding
+        self.tlp_retrans = False  # the probe was a retransmission (not new data)
+        self.n_tlp = 0
         # availability and bookkeeping
         self.established = False
         self.start_ns = 0
@@ -377,6 +391,7 @@ class SubflowSender:
             self._sync()
             if self.rto_timer.deadline is None:
                 self.rto_timer.arm(now + (min(self.rto_us << self.backoff, _RTO_MAX_US)) * 1000)
+            self._schedule_tlp(now)
 
     # ------------------------------------------------------------------------------------ RTT
     def rtt_sample(self, m: int) -> None:
@@ -425,8 +440,15 @@ class SubflowSender:
         rec = self.rec
         if rec is not None:
             rec.ack.append((now, self.index, self.sseq[ack] if ack < self.end else self.write_bytes,
-                            data_ack, rwnd, s >= 0, now - t_snd))
+                            data_ack, rwnd, s != -1, now - t_snd))
         self.pf = False
+        if self.tlp_high_seq >= 0 and (s == _DSACK or ack >= self.tlp_high_seq):
+            # tcp_process_tlp_ack: a retransmitted probe acknowledged without a DSACK repaired a loss
+            if self.tlp_retrans and s != _DSACK and self.ca_state == CA_OPEN:
+                self.ssthresh = self.cc.ssthresh(self)
+                if self.ssthresh < self.cwnd:
+                    self.cwnd = self.ssthresh
+            self.tlp_high_seq = -1
         if data_ack > conn.snd_una or data_ack + rwnd > conn.wnd_end:
             conn.on_data_ack(data_ack, rwnd, now)
         sflags = self.sflags
@@ -515,8 +537,10 @@ class SubflowSender:
         if acked:
             if self.una == self.nxt:
                 self.rto_timer.deadline = None
+                self.tlp_timer.deadline = None
             else:
                 self.rto_timer.arm(now + self.rto_us * 1000)
+                self._schedule_tlp(now)
         nxt = self.nxt  # _sync(), inlined: the scheduler reads these right away
         end = self.end
         self.packets_out = po = nxt - self.una
@@ -578,6 +602,52 @@ class SubflowSender:
         if sndcnt < (0 if self.prr_out else 1):
             sndcnt = 0 if self.prr_out else 1
         self.cwnd = max(inflight + sndcnt, 1)
+
+    def _schedule_tlp(self, now: int) -> None:
+        """tcp_schedule_loss_probe. Linux has one retransmission timer: in Open state with data out
+        and no probe outstanding it is a probe timer of 2 x srtt (+ rto_min when a single segment is
+        out, else + 2 ms), brought forward to the RTO's time if that comes first; else the RTO."""
+        po = self.nxt - self.una
+        if self.ca_state != CA_OPEN or not po or not self.srtt_us8 or self.tlp_high_seq >= 0:
+            self.tlp_timer.deadline = None
+            return
+        t = now + ((self.srtt_us8 >> 2) + (self.rto_min_us if po == 1 else 2000)) * 1000
+        rto = self.rto_timer.deadline
+        if rto is not None and rto < t:
+            t = rto
+        self.rto_timer.deadline = None  # the probe timer replaces it; _on_tlp re-arms the RTO
+        self.tlp_timer.arm(t)
+
+    def _on_tlp(self, now: int) -> None:
+        """tcp_send_loss_probe: one queued segment if there is one (cwnd not checked), else the
+        last one sent again; then the RTO restarts from now (tcp_rearm_rto)."""
+        rearm = now + min(self.rto_us << self.backoff, _RTO_MAX_US) * 1000
+        if self.nxt == self.una:
+            return
+        if self.ca_state != CA_OPEN or self.tlp_high_seq >= 0:
+            self.rto_timer.arm(rearm)
+            return
+        if self.nxt < self.end:
+            i = self.nxt
+            self._xmit(i, now, False)
+            self.nxt = i + 1
+            self.tlp_retrans = False
+        else:
+            i = self.nxt - 1
+            f = self.sflags[i]
+            if f & F_SACKED:
+                self.rto_timer.arm(rearm)
+                return
+            if not f & F_RETRANS:
+                self.retrans_out += 1
+            self.sflags[i] = f | F_RETRANS | F_EVER_RETRANS
+            self.n_retrans += 1
+            self._xmit(i, now, True)
+            self.tlp_retrans = True
+        self.n_tlp += 1
+        self.tlp_high_seq = self.nxt
+        self._sync()
+        self.rto_timer.arm(rearm)
 
     def _on_rto(self, now: int) -> None:
         if self.una == self.nxt:
@@ -686,7 +756,7 @@ class SubflowReceiver:
                 self.ooo[i] = (dsn, plen)
             self.send_ack(now, i)
         else:
-            self.send_ack(now, -1)  # duplicate: immediate (D)SACK-style ACK
+            self.send_ack(now, _DSACK)  # duplicate: immediate ACK carrying a DSACK
 
     def _on_delack(self, now: int) -> None:
         if self.unacked:
@@ -698,4 +768,4 @@ class SubflowReceiver:
         meta = self.meta
         w = meta.rcv_buf_bytes - meta.ooo_bytes
         self.link.send((self.index, self.rcv_nxt, sack, meta.rcv_nxt, w if w > 0 else 0, now),
-                       self.ack_bytes + (12 if sack >= 0 else 0))
+                       self.ack_bytes + (12 if sack != -1 else 0))

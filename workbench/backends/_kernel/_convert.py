@@ -87,7 +87,8 @@ def _stack(st: StackProfile, notes: list[str]) -> StackPlan:
     for key, what in (("mptcp_ooo_quickack", "no quick-ACK on MPTCP reordering, that is out-of-tree"),
                       ("hystart", "CUBIC hystart is a global module parameter, left as is"),
                       ("delack_min_ms", "its own delayed-ACK minimum"), ("advmss", "its own segment size from the MTU"),
-                      ("frame_overhead_bytes", "real headers on the wire")):
+                      ("frame_overhead_bytes", "real headers on the wire"),
+                      ("scaling_ratio", "it measures payload / truesize itself")):
         if getattr(st, key) != getattr(default, key):
             notes.append(f"stack {key}={getattr(st, key)!r}: not applied here (kernel: {what})")
     sysctls = [("net.ipv4.tcp_moderate_rcvbuf", "1" if st.tcp_moderate_rcvbuf else "0")]
