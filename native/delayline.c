@@ -22,6 +22,13 @@
  * Loss: each frame is dropped with the probability in force, drawn from a splitmix64 generator seeded
  * with --seed (one generator per instance).
  *
+ * Outages (zero capacity): a schedule line's optional fourth field "1" starts an outage of the
+ * bottleneck behind this program, a later line with "0" ends it. HTB cannot hold a rate of zero (a
+ * stand-in of a few kbit/s charges each frame it lets through as seconds of debt, which blocks the
+ * class long after the capacity came back), so the outage is made here: a frame that would leave
+ * inside an outage leaves when it ends (FIFO order kept), and at most --hold-cap-packets frames or
+ * --hold-cap-bytes bytes wait so (the bottleneck's buffer); more are dropped (`hold_drops`).
+ *
  * On SIGTERM / SIGINT it stops and prints one JSON line of counters to stdout: frames received, sent,
  * lost, overflowed, refused by the qdisc, how late departures were (p50/p99/max), and the delay
  * changes as applied (when each took effect and when its ramp ended).
@@ -56,6 +63,7 @@
 typedef struct {
     int64_t due_ns;
     uint32_t len;
+    uint8_t held; /* postponed to the end of an outage */
     uint8_t data[SLOT_BYTES];
 } slot_t;
 
@@ -63,7 +71,12 @@ typedef struct {
     int64_t t_ns;      /* absolute CLOCK_REALTIME */
     int64_t delay_ns;
     double loss;
+    int hold;          /* 1: the bottleneck is out from here until a step with 0 */
 } step_t;
+
+typedef struct {
+    int64_t start_ns, end_ns; /* absolute; end_ns INT64_MAX when no later step ends it */
+} window_t;
 
 typedef struct {
     int64_t t_ns, target_ns, from_ns, ramp_end_ns;
@@ -94,6 +107,29 @@ static int64_t eff_t_ns;       /* when eff_ns was last brought up to date */
 static double ramp = 0.5;      /* ns of delay decrease per ns of time */
 static applied_t *applied;
 static size_t n_applied;
+static window_t *holds;
+static size_t n_holds;
+
+/* The end of the outage that time t falls in, or 0. Outages are few: a linear scan is enough. */
+static int64_t hold_end(int64_t t) {
+    for (size_t i = 0; i < n_holds; i++) {
+        if (t < holds[i].start_ns) return 0;
+        if (t < holds[i].end_ns) return holds[i].end_ns;
+    }
+    return 0;
+}
+
+static void build_holds(void) {
+    for (size_t i = 0; i < n_steps; i++) {
+        if (!steps[i].hold) continue;
+        int64_t end = INT64_MAX;
+        size_t j = i + 1;
+        while (j < n_steps && steps[j].hold) j++;
+        if (j < n_steps) end = steps[j].t_ns;
+        holds[n_holds++] = (window_t){steps[i].t_ns, end};
+        i = j;
+    }
+}
 
 /* Let the ramped delay follow the current target up to time t (no step boundary inside). */
 static void decay_to(int64_t t) {
@@ -167,9 +203,11 @@ static int read_schedule(const char *path, int64_t t0) {
         if (*p == '#' || *p == '\n' || *p == 0) continue;
         long long off, d;
         double loss = 0.0;
-        int n = sscanf(p, "%lld %lld %lf", &off, &d, &loss);
-        if (n < 2 || d < 0 || loss < 0 || loss > 1) {
-            fprintf(stderr, "delayline: schedule %s line %ld: expected 'offset_ns delay_ns [loss]'\n", path, lineno);
+        int hold = 0;
+        int n = sscanf(p, "%lld %lld %lf %d", &off, &d, &loss, &hold);
+        if (n < 2 || d < 0 || loss < 0 || loss > 1 || hold < 0 || hold > 1) {
+            fprintf(stderr, "delayline: schedule %s line %ld: expected 'offset_ns delay_ns [loss [hold]]'\n",
+                    path, lineno);
             return -1;
         }
         if (n_steps && t0 + off <= steps[n_steps - 1].t_ns) {
@@ -177,7 +215,7 @@ static int read_schedule(const char *path, int64_t t0) {
             return -1;
         }
         if (n_steps >= MAX_STEPS) { fprintf(stderr, "delayline: schedule too long\n"); return -1; }
-        steps[n_steps++] = (step_t){t0 + off, d, loss};
+        steps[n_steps++] = (step_t){t0 + off, d, loss, hold};
     }
     if (f != stdin) fclose(f);
     return 0;
@@ -186,7 +224,8 @@ static int read_schedule(const char *path, int64_t t0) {
 static void usage(void) {
     fprintf(stderr,
             "usage: workbench-delayline --in IF --out IF [--delay-ns N] [--loss P] [--schedule FILE|-]\n"
-            "         [--t0-ns N] [--seed N] [--ramp SLOPE] [--slots N] [--spin-ns N] [--no-rt]\n");
+            "         [--t0-ns N] [--seed N] [--ramp SLOPE] [--slots N] [--spin-ns N] [--no-rt]\n"
+            "         [--hold-cap-packets N | --hold-cap-bytes N]\n");
 }
 
 int main(int argc, char **argv) {
@@ -196,6 +235,7 @@ int main(int argc, char **argv) {
     uint64_t seed = 1;
     size_t n_slots = 8192;
     int rt = 1;
+    uint64_t hold_cap_packets = 0, hold_cap_bytes = 0; /* 0: no limit */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-rt")) { rt = 0; continue; }
@@ -211,6 +251,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--ramp")) ramp = atof(v);
         else if (!strcmp(a, "--slots")) n_slots = (size_t)atoll(v);
         else if (!strcmp(a, "--spin-ns")) spin_ns = atoll(v);
+        else if (!strcmp(a, "--hold-cap-packets")) hold_cap_packets = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--hold-cap-bytes")) hold_cap_bytes = strtoull(v, NULL, 10);
         else { usage(); return 2; }
     }
     if (!in_if || !out_if || ramp <= 0 || ramp > 1 || n_slots < 16) { usage(); return 2; }
@@ -218,13 +260,15 @@ int main(int argc, char **argv) {
 
     steps = calloc(MAX_STEPS, sizeof *steps);
     applied = calloc(MAX_STEPS, sizeof *applied);
+    holds = calloc(MAX_STEPS, sizeof *holds);
     slot_t *ring = calloc(n_slots, sizeof *ring);
     uint64_t *late_hist = calloc(LATE_BUCKETS, sizeof *late_hist);
-    if (!steps || !applied || !ring || !late_hist) { fprintf(stderr, "delayline: out of memory\n"); return 1; }
+    if (!steps || !applied || !holds || !ring || !late_hist) { fprintf(stderr, "delayline: out of memory\n"); return 1; }
     if (sched_path) {
         if (read_schedule(sched_path, t0) < 0) return 2;
     }
-    if (n_steps == 0) steps[n_steps++] = (step_t){t0, const_delay, const_loss};
+    if (n_steps == 0) steps[n_steps++] = (step_t){t0, const_delay, const_loss, 0};
+    build_holds();
     step_idx = 0;
     eff_ns = (double)steps[0].delay_ns;
     eff_t_ns = steps[0].t_ns;
@@ -257,6 +301,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
 
     uint64_t n_rx = 0, n_sent = 0, n_lost = 0, n_overflow = 0, n_qdisc = 0, n_err = 0, n_big = 0;
+    uint64_t n_held = 0, n_hold_drop = 0, held_packets = 0, held_bytes = 0;
     size_t head = 0, count = 0, max_count = 0;
     int64_t last_due = 0;
     uint8_t cbuf[256];
@@ -272,6 +317,7 @@ int main(int argc, char **argv) {
             } else {
                 n_sent++;
             }
+            if (s->held) { held_packets--; held_bytes -= s->len; }
             int64_t late_us = (now - s->due_ns) / 1000;
             late_hist[late_us < LATE_BUCKETS ? late_us : LATE_BUCKETS - 1]++;
             head = (head + 1) % n_slots;
@@ -315,6 +361,20 @@ int main(int argc, char **argv) {
             if (steps[step_idx].loss > 0 && rng_uniform() < steps[step_idx].loss) { n_lost++; continue; }
             int64_t due = t_arr + (int64_t)d;
             if (due < last_due) due = last_due; /* FIFO: never overtake */
+            int64_t he = hold_end(due);
+            s->held = 0;
+            if (he) { /* the bottleneck is out when it would get there: it waits in the bottleneck's buffer */
+                if ((hold_cap_packets && held_packets >= hold_cap_packets) ||
+                    (hold_cap_bytes && held_bytes + (uint64_t)n > hold_cap_bytes)) {
+                    n_hold_drop++;
+                    continue;
+                }
+                due = he;
+                s->held = 1;
+                held_packets++;
+                held_bytes += (uint64_t)n;
+                n_held++;
+            }
             last_due = due;
             s->due_ns = due;
             s->len = (uint32_t)n;
@@ -335,11 +395,12 @@ int main(int argc, char **argv) {
     }
     printf("{\"in\": \"%s\", \"out\": \"%s\", \"rx\": %llu, \"sent\": %llu, \"lost\": %llu, \"overflow\": %llu, "
            "\"qdisc_drops\": %llu, \"send_errors\": %llu, \"oversize\": %llu, \"pending\": %zu, \"max_queue\": %zu, "
-           "\"late_p50_us\": %lld, \"late_p99_us\": %lld, \"late_max_us\": %lld, \"rt\": %s, \"changes\": [",
+           "\"late_p50_us\": %lld, \"late_p99_us\": %lld, \"late_max_us\": %lld, \"held\": %llu, "
+           "\"hold_drops\": %llu, \"rt\": %s, \"changes\": [",
            in_if, out_if, (unsigned long long)n_rx, (unsigned long long)n_sent, (unsigned long long)n_lost,
            (unsigned long long)n_overflow, (unsigned long long)n_qdisc, (unsigned long long)n_err,
            (unsigned long long)n_big, count, max_count, (long long)p50, (long long)p99, (long long)mx,
-           rt_ok ? "true" : "false");
+           (unsigned long long)n_held, (unsigned long long)n_hold_drop, rt_ok ? "true" : "false");
     for (size_t i = 0; i < n_applied; i++)
         printf("%s[%lld, %lld, %lld, %lld]", i ? ", " : "", (long long)applied[i].t_ns,
                (long long)applied[i].target_ns, (long long)applied[i].from_ns, (long long)applied[i].ramp_end_ns);

@@ -49,7 +49,7 @@ MAX_IRREPRODUCIBLE = 2
 _OOO_SLOW = ("the model's slower subflow queues more than the kernel's (window usage tracked like "
              "tcp_cwnd_validate, no TSQ; tests/test_compare_lab.py OOO_P50_KNOWN_GAP), so its segments wait "
              "longer at the MPTCP level (hypothesis)")
-_SMALL_BUF = ("the model's slow start overshoots a quarter-BDP buffer into heavy loss (80 retransmissions to the "
+_SMALL_BUF = ("the model's slow start overshoots a quarter-BDP buffer into heavy loss (84 retransmissions to the "
               "kernel's 50) and crawls back behind the MPTCP-level hole; hypothesis: HyStart's delay exit and RACK "
               "end the kernel's overshoot sooner (docs/FIDELITY.md, small bottleneck buffers)")
 _DEEP_QUEUE = ("with deep buffers the kernel's subflows fill the bottleneck queue further than the model's "
@@ -59,22 +59,20 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("rate-x10", "goodput"): "model 12.79 / kernel 10.69 Mbit/s (+20 %; +48 % before the blocked writer waited "
                              "for a third of the send buffer): the kernel loses still more to the 2 Mbit/s path's "
                              "head-of-line blocking (docs/FIDELITY.md, large rate or RTT gap)",
-    ("buf-0.25bdp", "goodput"): "model 16.44 / kernel 23.86 Mbit/s (-31 %): " + _SMALL_BUF,
-    ("buf-0.25bdp", "ooo_p50"): "model 18.7 / kernel 0.2 ms: " + _SMALL_BUF,
-    ("buf-0.25bdp", "ooo_p95"): "model 248.7 / kernel 49.0 ms: " + _SMALL_BUF,
+    ("buf-0.25bdp", "goodput"): "model 15.51 / kernel 23.86 Mbit/s (-35 %): " + _SMALL_BUF,
+    ("buf-0.25bdp", "ooo_p50"): "model 17.6 / kernel 0.2 ms: " + _SMALL_BUF,
+    ("buf-0.25bdp", "ooo_p95"): "model 168.7 / kernel 49.0 ms: " + _SMALL_BUF,
     ("buf-20bdp", "ooo_p95"): "model 36.0 / kernel 67.6 ms: " + _DEEP_QUEUE,
     ("buf-20bdp", "rtt_p50"): "RTT p50 +27 % off on one path: " + _DEEP_QUEUE,
-    ("rmem-2M", "ooo_p50"): "model 0.0 / kernel 6.2 ms: " + _DEEP_QUEUE,
-    ("rmem-2M", "ooo_p95"): "model 67.7 / kernel 144.8 ms: " + _DEEP_QUEUE,
     ("rmem-2M", "rtt_p50"): "RTT p50 -36 % in the model on one path: " + _DEEP_QUEUE,
     ("ping-tmobile", "ooo_p50"): "model 7.0 / kernel 0.0 ms: " + _OOO_SLOW,
-    ("finite-2M-rtt-x8", "goodput"): "model 17.50 / kernel 21.05 Mbit/s (-17 %), completion 0.91 / 0.76 s, "
+    ("finite-2M-rtt-x8", "goodput"): "model 17.54 / kernel 21.05 Mbit/s (-17 %), completion 0.91 / 0.76 s, "
                                      "retransmissions 56 / 9: the model loses and recovers where the kernel does "
                                      "not (slow start into the 40 ms path's queue; hypothesis: HyStart as "
                                      "implemented, RACK)",
-    ("finite-2M-rtt-x8", "share"): "6.5 points: the model's loss recovery on the slow path shifts data to the fast "
+    ("finite-2M-rtt-x8", "share"): "7.4 points: the model's loss recovery on the slow path shifts data to the fast "
                                    "one (hypothesis, as the goodput)",
-    ("finite-2M-rtt-x8", "ooo_p50"): "model 25.7 / kernel 0.0 ms: " + _OOO_SLOW,
+    ("finite-2M-rtt-x8", "ooo_p50"): "model 15.4 / kernel 0.0 ms: " + _OOO_SLOW,
     ("finite-2M-rtt-x8", "ooo_p95"): "model 234.7 / kernel 71.0 ms: " + _OOO_SLOW,
 }
 
@@ -84,7 +82,11 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
 # They are reported, not judged; the numbers are the error against each kernel seed.
 KERNEL_FLIPS: dict[tuple[str, str], str] = {
     ("rate-x10", "share"): "share error 2.4 / 3.3 points against the two kernel seeds (tolerance 3)",
-    ("finite-2M-rtt-x8", "rtt_p50"): "RTT p50 error +12 % / +19 % against the two kernel seeds (tolerance 15 %)",
+    ("finite-2M-rtt-x8", "rtt_p50"): "RTT p50 error +12 % / +21 % against the two kernel seeds (tolerance 15 %)",
+    ("rmem-2M", "ooo_p50"): "kernel OOO p50 6.2 ms (seed mean of the full matrix) but 0.0 ms in a later run of this "
+                            "test, against the model's 0.0: the kernel's reordering on this pair varies run to run",
+    ("rmem-2M", "ooo_p95"): "kernel OOO p95 144.8 ms (full matrix) but 80.3 ms in a later run of this test, against the "
+                            "model's 67.7: inside or outside 25 % by run",
     ("up-rate-x2", "ooo_p50"): "OOO p50 model 3.6 ms against 5.6 ms (seed mean), 1.0-1.1 x the tolerance by seed",
 }
 

@@ -12,7 +12,7 @@ from workbench.backends import UnsupportedExperiment, get_backend
 from workbench.backends._kernel import LabUnavailable, check_environment
 from workbench.backends._kernel._convert import coarsen, plan_from_experiment
 from workbench.backends._kernel.accuracy import InForce, delay_bins, rate_bins, summarize_accuracy
-from workbench.backends._kernel.shaping import merged_schedule
+from workbench.backends._kernel.shaping import htb_rate, merged_schedule, outages
 from workbench.experiment import BulkWorkload, FiniteWorkload, StepSeries, experiment_from_paths, two_way_path
 
 MS = 1_000_000
@@ -21,8 +21,24 @@ MS = 1_000_000
 def test_merged_schedule_has_every_change_of_delay_and_loss() -> None:
     owd = ((0, 1000 * MS, 2000 * MS), (10e6, 30e6, 30e6))
     loss = ((0, 1500 * MS), (0.0, 0.01))
-    assert merged_schedule(owd, loss) == [(0, 10_000_000, 0.0), (1000 * MS, 30_000_000, 0.0),
-                                          (1500 * MS, 30_000_000, 0.01)]
+    assert merged_schedule(owd, loss) == [(0, 10_000_000, 0.0, 0), (1000 * MS, 30_000_000, 0.0, 0),
+                                          (1500 * MS, 30_000_000, 0.01, 0)]
+
+
+def test_zero_capacity_becomes_delay_line_outages_and_htb_keeps_the_last_rate() -> None:
+    rate = ((0, 100 * MS, 300 * MS, 400 * MS, 700 * MS), (0.0, 20e6, 0.0, 5e6, 0.0))
+    assert outages(rate) == [(0, 100 * MS), (300 * MS, 400 * MS), (700 * MS, None)]
+    # the class never goes below a real rate: it starts at the first positive one and keeps the last
+    assert htb_rate(rate) == ((0, 400 * MS), (20e6, 5e6))
+    owd = ((0,), (10e6,))
+    loss = ((0,), (0.0,))
+    assert merged_schedule(owd, loss, rate) == [(0, 10_000_000, 0.0, 1), (100 * MS, 10_000_000, 0.0, 0),
+                                                (300 * MS, 10_000_000, 0.0, 1), (400 * MS, 10_000_000, 0.0, 0),
+                                                (700 * MS, 10_000_000, 0.0, 1)]
+    # a capacity that is never zero changes nothing
+    steady = ((0, 500 * MS), (10e6, 30e6))
+    assert outages(steady) == [] and htb_rate(steady) == steady
+    assert [h for *_, h in merged_schedule(owd, loss, steady)] == [0]
 
 
 def test_coarsen_keeps_the_mean_rate_of_fine_traces() -> None:

@@ -31,6 +31,11 @@ from typing import TYPE_CHECKING
 from workbench.replay.events import EventLoop, Timer
 from workbench.replay.tcp import CA_OPEN, F_REINJ, SubflowSender
 
+# upstream MPTCP retransmission (net/mptcp/protocol.c, pm.c), for schedulers with meta_retrans "upstream"
+_TCP_RTO_MIN_NS = 200_000_000   # TCP_RTO_MIN: the MPTCP retransmit timer when no subflow timer applies
+_STALE_LOSS_CNT = 4             # net.mptcp.stale_loss_cnt
+_DFRAG_BYTES = 32_768 - 40      # one data fragment: a 32 KB page frag less its mptcp_data_frag header
+
 if TYPE_CHECKING:
     from workbench.replay.recorder import Recorder
     from workbench.replay.workload import Workload
@@ -182,6 +187,9 @@ class Connection:
         self._sched_on_applied = getattr(type(sched), "on_applied", None) is not Scheduler.on_applied
         self.sent_ahead: list[int] = []  # segments above head sent out of order (ascending; pruned lazily)
         self._meta_rto_cache = (-1, 0)
+        self.upstream_rtx = getattr(sched, "meta_retrans", "oldest-segment") == "upstream"
+        self.recovery = False       # msk->recovery: everything unacknowledged is being re-sent
+        self.recovery_dsn = 0       # msk->recovery_snd_nxt
         self.n_reinjected = 0
         self.n_opportunistic = 0
         self.n_penalized = 0
@@ -467,6 +475,8 @@ class Connection:
                 del r[:bisect.bisect_left(r, i)]
                 self.reinject_head = r[0] if r else -1
             self.meta_backoff = 0
+            if self.recovery and data_ack > self.recovery_dsn:
+                self.recovery = False
             if i < self.max_sent_idx:
                 self.meta_rto_timer.arm(now + self.meta_rto_ns())
             else:
@@ -510,6 +520,16 @@ class Connection:
 
     def meta_rto_ns(self) -> int:
         now = self.loop.now
+        if self.upstream_rtx:
+            # mptcp_set_timeout: the latest pending timer of a subflow not (yet) counted stale
+            tout = 0
+            for s in self.subflows:
+                d = s.rto_timer.deadline  # icsk_pending: the retransmission or the loss probe timer
+                if d is None:
+                    d = s.tlp_timer.deadline
+                if d is not None and s.established and not s.stale_count and d - now > tout:
+                    tout = d - now
+            return tout if tout > 0 else _TCP_RTO_MIN_NS
         t, base = self._meta_rto_cache
         if now - t > 10_000_000 or t < 0:  # refreshed at most every 10 ms (the timer is lazy anyway)
             rtos = [s.rto_us for s in self.subflows if s.established]
@@ -521,10 +541,53 @@ class Connection:
         if self.una_idx >= self.max_sent_idx or self.done:
             return
         self.n_meta_rto += 1
+        if self.upstream_rtx:
+            self._upstream_retrans(now)
+            return
         self.add_reinject(self.una_idx)
         self.meta_backoff += 1
         self.meta_rto_timer.arm(now + self.meta_rto_ns())
         self.push(now)
+
+    def _upstream_retrans(self, now: int) -> None:
+        """__mptcp_retrans: the stale check of every subflow with data outstanding at TCP level
+        (mptcp_subflow_get_retrans), then the head data fragment up for reinjection; the timer is
+        re-armed without backoff."""
+        for sf in self.subflows:
+            if not sf.established or sf.una >= sf.end:
+                continue
+            if not sf.stale_count:
+                sf.stale_ts = sf.last_ack_ns
+                sf.stale_count = 1
+            elif sf.stale_ts == sf.last_ack_ns:
+                sf.stale_count += 1
+                if not sf.stale and sf.stale_count > _STALE_LOSS_CNT and any(
+                        o is not sf and o.established and not o.stale and o.stale_count < _STALE_LOSS_CNT - 1
+                        for o in self.subflows):
+                    sf.stale = True
+                    self._retransmit_pending()
+            else:
+                sf.stale_count = 0
+        m_dsn = self.m_dsn
+        m_sent = self.m_sent
+        end_dsn = (self.snd_una // _DFRAG_BYTES + 1) * _DFRAG_BYTES
+        i = self.una_idx
+        while i < self.max_sent_idx and m_dsn[i] < end_dsn:
+            if m_sent[i]:
+                self.add_reinject(i)
+            i += 1
+        self.meta_rto_timer.arm(now + self.meta_rto_ns())
+        self.push(now)
+
+    def _retransmit_pending(self) -> None:
+        """__mptcp_retransmit_pending_data: a subflow went stale; everything sent and not yet
+        DATA_ACKed is re-sent on the others, like new data, until snd_una passes today's snd_nxt."""
+        m_sent = self.m_sent
+        for i in range(self.una_idx, self.max_sent_idx):
+            if m_sent[i]:
+                self.add_reinject(i)
+        self.recovery = True
+        self.recovery_dsn = self.m_dsn[self.max_sent_idx - 1] + self.m_len[self.max_sent_idx - 1]
 
     # ------------------------------------------------------------------ subflow setup
     def establish(self, sf: SubflowSender, now: int, handshake_rtt_ns: int) -> None:

@@ -140,6 +140,9 @@ class SubflowSender:
         "srtt_us8",
         "sseq",
         "ssthresh",
+        "stale",
+        "stale_count",
+        "stale_ts",
         "start_ns",
         "stx",
         "tlp_high_seq",
@@ -223,6 +226,10 @@ class SubflowSender:
         self.start_ns = 0
         self.pf = False
         self.last_ack_ns = 0
+        # upstream MPTCP stale detection (mptcp_pm_subflow_chk_stale): timer periods without an ACK
+        self.stale = False
+        self.stale_count = 0
+        self.stale_ts = -1
         self.delivered_bytes = 0
         self.rate_bps = 0.0
         self.rate_t0_ns = 0
@@ -442,6 +449,7 @@ class SubflowSender:
             rec.ack.append((now, self.index, self.sseq[ack] if ack < self.end else self.write_bytes,
                             data_ack, rwnd, s != -1, now - t_snd))
         self.pf = False
+        self.stale = False  # mptcp_subflow_active: an ACK makes a stale subflow usable again
         if self.tlp_high_seq >= 0 and (s == _DSACK or ack >= self.tlp_high_seq):
             # tcp_process_tlp_ack: a retransmitted probe acknowledged without a DSACK repaired a loss
             if self.tlp_retrans and s != _DSACK and self.ca_state == CA_OPEN:

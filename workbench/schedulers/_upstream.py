@@ -6,10 +6,13 @@ payload) would drain soonest at its smoothed pacing rate gets the next burst of 
 the subflow then sends that queue as its cwnd allows. Send buffer per subflow = Linux autotuning
 model of `SubflowView.sndbuf_segments`.
 
-Retransmission (``__mptcp_retrans``): the engine's MPTCP-level RTO puts the oldest unacked segment
-in the reinjection queue; it is sent on the first (non-backup preferred) subflow whose TCP queues
-are empty, or dropped for this round if no subflow is idle. No reinjection on subflow RTO, no
-opportunistic retransmission, no penalization. Stale-subflow detection is not modelled.
+Retransmission (``__mptcp_retrans``): the engine's MPTCP retransmit timer (``meta_retrans =
+"upstream"``) puts the head data fragment in the reinjection queue; it is sent on the first
+(non-backup preferred) subflow whose TCP queues are empty, or dropped for this round if no subflow is
+idle. A subflow marked stale (no ACK over ``stale_loss_cnt`` timer periods) gets no new data until it
+hears an ACK again, and everything unacknowledged is re-sent on the others (``msk->recovery``: the
+reinjection queue is then served like new data, by linger time). No reinjection on subflow RTO, no
+opportunistic retransmission, no penalization.
 """
 
 from __future__ import annotations
@@ -36,30 +39,74 @@ class UpstreamDefault(Scheduler):
     )
     reinject_on_subflow_rto: ClassVar[bool] = False
     meta_rto_factor: ClassVar[float] = 1.0
+    meta_retrans: ClassVar[str] = "upstream"
     queues_beyond_cwnd: ClassVar[bool] = True  # data waits on the subflow until its cwnd opens
     burst_bytes: int
 
     def __init__(self, **values: object) -> None:
         super().__init__(**values)
         self._avg_pacing: dict[int, float] = {}
+        self._rtx_index = -1  # the subflow taking the current reinjection
 
     def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
         rh = conn.reinject_head
-        if rh >= 0:
+        if rh >= 0 and conn.recovery:
+            # __mptcp_retransmit_pending_data rewound the send head: re-sent like new data
+            ssk = self._pick(subflows)
+            if ssk is None or ssk.unacked_bytes >= ssk.sndbuf_segments * ssk.mss:
+                return None
+            while rh >= 0 and ssk.carried(rh):  # already on its way there
+                conn.drop_reinject(rh)
+                rh = conn.reinject_head
+            if rh >= 0:
+                return Decision(ssk.index, rh)
+        if rh < 0:
+            self._rtx_index = -1
+        else:
+            # __mptcp_retrans: the whole head fragment goes to one subflow whose TCP queues were empty
+            for sf in subflows:
+                if sf.index == self._rtx_index and sf.established and not sf.carried(rh):
+                    return Decision(sf.index, rh)
             for want_backup in (False, True):
                 for sf in subflows:
                     if sf.backup == want_backup and sf.established and sf.packets_out == 0 and sf.queued == 0:
+                        self._rtx_index = sf.index
                         return Decision(sf.index, rh)
-            conn.drop_reinject(rh)  # no idle subflow: no reinjection this time
+            while rh >= 0:  # no idle subflow: no reinjection this time
+                conn.drop_reinject(rh)
+                rh = conn.reinject_head
+            self._rtx_index = -1
         head = conn.head
         if head >= conn.n_segs:
             return None
+        ssk = self._pick(subflows)
+        if ssk is None:
+            return None
+        mss = ssk.mss
+        limit = ssk.sndbuf_segments * mss
+        wmem = ssk.unacked_bytes
+        if wmem >= limit:
+            return None  # !sk_stream_memory_free(ssk)
+        burst = min(self.burst_bytes, conn.wnd_end - conn.seg_dsn(head))
+        if burst <= 0:
+            return None
+        pacing = ssk.pacing_rate_bps
+        if pacing:
+            avg = self._avg_pacing
+            avg[ssk.index] = (avg[ssk.index] * wmem + pacing * burst) / (burst + wmem)
+        # keep pushing dfrags while the burst lasts and the subflow's send buffer has room
+        n_burst = -(-burst // mss)
+        n_mem = -(-(limit - wmem) // mss)
+        return Decision(ssk.index, -1, max(1, min(n_burst, n_mem)))
+
+    def _pick(self, subflows: list[SubflowView]) -> SubflowView | None:
+        """mptcp_subflow_get_send: the active (else backup) subflow with the least linger time."""
         best: list[SubflowView | None] = [None, None]  # active, backup
         best_linger = [float("inf"), float("inf")]
         nr_active = 0
         avg = self._avg_pacing
         for sf in subflows:
-            if not sf.established:
+            if not sf.established or sf.stale:
                 continue
             nr_active += not sf.backup
             pace = avg.get(sf.index, 0.0)
@@ -73,21 +120,4 @@ class UpstreamDefault(Scheduler):
             if linger < best_linger[k]:
                 best_linger[k] = linger
                 best[k] = sf
-        ssk = best[0] if nr_active else best[1]
-        if ssk is None:
-            return None
-        mss = ssk.mss
-        limit = ssk.sndbuf_segments * mss
-        wmem = ssk.unacked_bytes
-        if wmem >= limit:
-            return None  # !sk_stream_memory_free(ssk)
-        burst = min(self.burst_bytes, conn.wnd_end - conn.seg_dsn(head))
-        if burst <= 0:
-            return None
-        pacing = ssk.pacing_rate_bps
-        if pacing:
-            avg[ssk.index] = (avg[ssk.index] * wmem + pacing * burst) / (burst + wmem)
-        # keep pushing dfrags while the burst lasts and the subflow's send buffer has room
-        n_burst = -(-burst // mss)
-        n_mem = -(-(limit - wmem) // mss)
-        return Decision(ssk.index, -1, max(1, min(n_burst, n_mem)))
+        return best[0] if nr_active else best[1]

@@ -117,6 +117,8 @@ class SubflowView(Protocol):
     @property
     def backup(self) -> bool: ...
     @property
+    def stale(self) -> bool: ...                  # upstream: no ACK over stale_loss_cnt MPTCP timer periods
+    @property
     def srtt_ns(self) -> int: ...                 # 0 before the first sample
     @property
     def srtt_us8(self) -> int: ...                # Linux srtt_us (x8), for code-faithful maths
@@ -185,6 +187,8 @@ class ConnView(Protocol):
     @property
     def reinject_head(self) -> int: ...           # head of the reinjection queue, -1 if empty
     @property
+    def recovery(self) -> bool: ...               # upstream msk->recovery: pending data being re-sent
+    @property
     def reinject_queue(self) -> tuple[int, ...]: ...
     @property
     def rcv_ooo_bytes(self) -> int: ...           # receiver's connection-level OOO queue (oracle)
@@ -240,8 +244,12 @@ class Scheduler:
 
     Engine-facing flavour knobs (kernel family the scheduler belongs to):
     ``reinject_on_subflow_rto`` (out-of-tree: copy the subflow's queue to the reinjection queue on a
-    subflow RTO; upstream: no) and ``meta_rto_factor`` (out-of-tree meta RTO = 2 × max subflow RTO;
-    upstream ≈ 1 ×).
+    subflow RTO; upstream: no), ``meta_rto_factor`` (out-of-tree meta RTO = 2 × max subflow RTO) and
+    ``meta_retrans``: "oldest-segment" (out-of-tree: the meta RTO, backed off exponentially, puts the
+    oldest unacknowledged segment up for reinjection) or "upstream" (net/mptcp: the MPTCP retransmit
+    timer runs at TCP_RTO_MIN or the longest pending timer of a subflow still making progress, puts the
+    head data fragment (up to 32 KB) up for reinjection, and marks a subflow stale after
+    stale_loss_cnt periods without an ACK, re-sending everything unacknowledged elsewhere).
     """
 
     name: ClassVar[str] = "base"
@@ -250,6 +258,7 @@ class Scheduler:
     params: ClassVar[tuple[ParamSpec, ...]] = ()
     reinject_on_subflow_rto: ClassVar[bool] = True
     meta_rto_factor: ClassVar[float] = 2.0
+    meta_retrans: ClassVar[str] = "oldest-segment"
     # Whether it hands subflows more data than their cwnd has room for (queued on the subflow, sent
     # as the cwnd opens: upstream Linux, DAPS, OTIAS). The conformance suite holds the others to cwnd.
     queues_beyond_cwnd: ClassVar[bool] = False
@@ -366,6 +375,10 @@ class Layer(Scheduler):
     @property
     def queues_beyond_cwnd(self) -> bool:  # type: ignore[override]
         return self.inner.queues_beyond_cwnd
+
+    @property
+    def meta_retrans(self) -> str:  # type: ignore[override]
+        return self.inner.meta_retrans
 
     def usable(self, conn: ConnView, subflows: list[SubflowView]) -> list[SubflowView]:
         """The subflows the inner scheduler may use now (path-manager gating). All by default."""

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from workbench.backends._kernel.shaping import Series
+from workbench.backends._kernel.shaping import Series, htb_rate
 
 __all__ = ["TARGETS", "InForce", "capture_accuracy", "delay_bins", "rate_bins", "read_probe", "schedule_lag",
            "summarize_accuracy"]
@@ -187,6 +187,8 @@ def link_in_force(rate: Series, owd: Series, *, name: str, emulation: dict[str, 
     rate steps from when tc returned; delay steps from the delay line's own record (with its ramps),
     or from when tc returned (netem)."""
     t0 = emulation["t0_ns"]
+    if emulation.get("delay_mode") == "delayline":
+        rate = htb_rate(rate)  # the class's rate; the outages are the delay line's (not judged here)
     applied = [c for c in emulation["applied"] if c["link"] == name]
     r = InForce.of(rate, applied=[(c["planned_ns"], c["applied_ns"]) for c in applied if c["what"] == "rate_bps"])
     changes = emulation["links"].get(name, {}).get("changes") or []

@@ -34,6 +34,7 @@ from workbench.backends._kernel.accuracy import (
     summarize_accuracy,
 )
 from workbench.backends._kernel.emulation import Emulation, PathPlan, wait_until
+from workbench.backends._kernel.shaping import outages
 from workbench.backends._kernel.topology import sweep_stale
 
 __all__ = ["LabResult", "RunPlan", "StackPlan", "SubflowPlan", "TransferPlan", "run_lab"]
@@ -271,6 +272,9 @@ def _analyse(plan: RunPlan, workdir: Path, rec: dict[str, Any]) -> LabResult:
         warnings.append("EMULATION MISSED ITS TARGETS: " + "; ".join(missed) + " — kernel results may not reflect "
                         "the programmed paths")
     rec["accuracy"] = acc
+    if emu["delay_mode"] == "netem" and any(outages(lk.rate_bps) for p in plan.paths for lk in (p.down, p.up)):
+        warnings.append("zero capacity is emulated as HTB at 8 kbit/s under netem: a frame let through during an "
+                        "outage can keep the path blocked up to 1.5 s after it ends")
     # what else makes the numbers less trustworthy
     for side, r in rec["endpoints"].items():
         if r.get("error"):
@@ -287,6 +291,8 @@ def _analyse(plan: RunPlan, workdir: Path, rec: dict[str, Any]) -> LabResult:
         if lk.get("realtime") is False:
             warnings.append(f"delay line {name}: no real-time priority (delays less exact under load)")
     warnings += [f"schedule: {e}" for e in emu["schedule_errors"]]
-    rec["drops"] = {name: lk.get("fifo_drops", lk.get("qdisc_drops")) for name, lk in emu["links"].items()}
+    # bottleneck drops: the FIFO's, plus frames the delay line dropped while an outage held the buffer full
+    rec["drops"] = {name: (lk.get("fifo_drops", lk.get("qdisc_drops")) or 0) + (lk.get("hold_drops") or 0)
+                    for name, lk in emu["links"].items()}
     rec["warnings"] = warnings
     return LabResult(workdir, client_pcap, server_pcap, events, rec, rate, delay, warnings)

@@ -7,6 +7,13 @@ Changes over time: the delay line reads its whole delay/loss schedule at start (
 decreases itself, so frames never reorder); rate changes (and netem delay changes) are applied by a
 `Scheduler` thread with ``tc ... change`` at each step, and the time each change took effect is
 recorded (`AppliedChange`).
+
+Zero capacity: HTB has no rate of zero, and a stand-in of a few kbit/s charges every frame it lets
+through as seconds of debt (a 1514-byte frame at 8 kbit/s costs 1.5 s), which keeps the class
+blocked up to that long after the capacity came back. With the delay line, an outage is therefore
+made by the delay line instead (frames that would reach the bottleneck during it wait there, up to
+the buffer's size, and leave when it ends) while the HTB class keeps its last positive rate
+(`htb_rate`, `outages`). With netem the stand-in stays, and the run says so.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from typing import Any
 from workbench.backends._kernel._sys import LineReader, delayline_binary, ns_cmd, run
 from workbench.backends._kernel.topology import Lab
 
-__all__ = ["Action", "AppliedChange", "LinkShaper", "Scheduler", "Series", "TcChange", "delayline_counters", "merged_schedule"]
+__all__ = ["Action", "AppliedChange", "LinkShaper", "Scheduler", "Series", "TcChange", "delayline_counters", "htb_rate",
+           "merged_schedule", "outages"]
 
 # A piecewise-constant series as two tuples (start times ns, values): the same shape as the
 # experiment's StepSeries, without importing it.
@@ -39,15 +47,52 @@ def _rate(bps: float) -> str:
     return f"{max(round(bps), _MIN_RATE_BPS)}bit"
 
 
-def merged_schedule(owd: Series, loss: Series) -> list[tuple[int, int, float]]:
-    """(offset_ns, delay_ns, loss) at every time either series changes: the delay line's input."""
-    times = sorted(set(owd[0]) | set(loss[0]) | {0})
-    out = []
+def outages(rate: Series) -> list[tuple[int, int | None]]:
+    """[start, end) of every stretch where the capacity is (below HTB's smallest rate, so) zero; end
+    None when it lasts to the end of the series."""
+    out: list[tuple[int, int | None]] = []
+    start: int | None = None
+    for t, v in zip(*rate, strict=True):
+        if v < _MIN_RATE_BPS and start is None:
+            start = t
+        elif v >= _MIN_RATE_BPS and start is not None:
+            out.append((start, t))
+            start = None
+    if start is not None:
+        out.append((start, None))
+    return out
+
+
+def htb_rate(rate: Series) -> Series:
+    """The rate the HTB class follows when the delay line makes the outages: every zero step keeps
+    the last positive rate (the first positive one when the series starts at zero; the smallest HTB
+    rate when it is never positive)."""
+    positive = [v for v in rate[1] if v >= _MIN_RATE_BPS]
+    last = positive[0] if positive else float(_MIN_RATE_BPS)
+    ts: list[int] = []
+    vs: list[float] = []
+    for t, v in zip(*rate, strict=True):
+        if v >= _MIN_RATE_BPS:
+            last = v
+        if not vs or vs[-1] != last:
+            ts.append(t)
+            vs.append(last)
+    return tuple(ts), tuple(vs)
+
+
+def merged_schedule(owd: Series, loss: Series, rate: Series | None = None) -> list[tuple[int, int, float, int]]:
+    """(offset_ns, delay_ns, loss, outage 0/1) at every time any series changes: the delay line's input.
+    ``rate``: the capacity, whose zero stretches become outages (none without it)."""
+    holds = outages(rate) if rate is not None else []
+    hold_times = {t for a, b in holds for t in (a, b) if t is not None}
+    times = sorted(set(owd[0]) | set(loss[0]) | hold_times | {0})
+    out: list[tuple[int, int, float, int]] = []
     for t in times:
         d = _value_at(owd, t)
         p = _value_at(loss, t)
-        if not out or (out[-1][1], out[-1][2]) != (round(d), p):
-            out.append((t, round(d), p))
+        h = int(any(a <= t and (b is None or t < b) for a, b in holds))
+        if not out or (out[-1][1], out[-1][2], out[-1][3]) != (round(d), p, h):
+            out.append((t, round(d), p, h))
     return out
 
 
@@ -102,10 +147,16 @@ class LinkShaper:
     proc: subprocess.Popen[Any] | None = None
     counters: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def htb_series(self) -> Series:
+        """What the HTB class follows: the capacity itself with netem; with the delay line, the
+        capacity with its zero stretches left to the delay line (`htb_rate`)."""
+        return self.rate_bps if self.use_netem else htb_rate(self.rate_bps)
+
     def install(self) -> None:
         """HTB root + one class at the first rate, FIFO (or netem) under it."""
         ns, dev = self.router_ns, self.out_dev
-        r0 = _rate(self.rate_bps[1][0])
+        r0 = _rate(self.htb_series[1][0])
         run(["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"], ns=ns)
         run(["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", r0, "ceil", r0,
              "quantum", str(_MTU_FRAME_BYTES)], ns=ns)
@@ -135,10 +186,14 @@ class LinkShaper:
         if self.use_netem:
             return
         sched = workdir / f"delay-{self.name.replace('/', '-')}.txt"
-        sched.write_text("".join(f"{t} {d} {p!r}\n" for t, d, p in merged_schedule(self.owd_ns, self.loss)))
+        sched.write_text("".join(f"{t} {d} {p!r} {h}\n"
+                                 for t, d, p, h in merged_schedule(self.owd_ns, self.loss, self.rate_bps)))
+        # during an outage at most the bottleneck's buffer waits (in the delay line)
+        cap = (["--hold-cap-packets", str(max(int(self.buffer_packets), 1))] if self.buffer_packets is not None
+               else ["--hold-cap-bytes", str(max(int(self.buffer_bytes or 150_000), _MTU_FRAME_BYTES))])
         self.proc = self.lab.spawn(self.router_ns, [str(delayline_binary()), "--in", self.in_dev, "--out",
                                                     self.out_dev, "--schedule", str(sched), "--t0-ns",
-                                                    str(t0_ns), "--seed", str(self.seed)])
+                                                    str(t0_ns), "--seed", str(self.seed), *cap])
         self._out, self._err = LineReader(self.proc.stdout), LineReader(self.proc.stderr)
         line = self._out.wait_for('"ready"', 10.0)
         if line is None:
@@ -156,7 +211,7 @@ class LinkShaper:
     def rate_changes(self) -> list[tuple[int, str, float, TcChange]]:
         """(t_ns, what, value, tc command) for every change after t=0."""
         out = []
-        for t, v in zip(*self.rate_bps, strict=True):
+        for t, v in zip(*self.htb_series, strict=True):
             if t > 0:
                 out.append((t, "rate_bps", v, self._rate_change(v)))
         if self.use_netem:
