@@ -76,3 +76,40 @@ def test_single_path_over_a_real_lte_trace_keeps_up() -> None:
     delivered_bits = r.counters["delivered_bytes"] * 8
     assert r.counters["rto"] >= 1  # the trace's gaps do cause timeouts: the regression is exercised
     assert 0.75 <= delivered_bits / cap_bits <= 1.0
+
+
+def _slow_path_dies(scheduler) -> object:
+    """20 Mbit/s 10 ms + 10 Mbit/s 30 ms whose capacity falls to zero at 0.8 s for good; 4 s bulk."""
+    fast = two_way_path("p1", rate_bps=20e6, owd_ns=10 * _MS, buffer_bytes=100_000)
+    slow = two_way_path("p2", rate_bps=StepSeries((0, 800 * _MS), (10e6, 0.0)), rate_up_bps=10e6,
+                        owd_ns=30 * _MS, buffer_bytes=150_000)
+    e = experiment_from_paths([fast, slow], workload=BulkWorkload(), scheduler=scheduler,
+                              stack=stack_profile("linux-upstream"), duration_ns=4 * _S)
+    return get_backend("model").run(e)
+
+
+def test_upstream_marks_a_dead_subflow_stale_and_moves_everything_to_the_other() -> None:
+    """net/mptcp's recovery from a dead subflow, as the kernel backend shows it (docs/FIDELITY.md,
+    outage-slow): the MPTCP retransmit timer reinjects the head data fragment on the idle path
+    every timer period, and after stale_loss_cnt periods without an ACK the dead subflow is
+    marked stale and everything unacknowledged goes over the other path, which then runs at its
+    capacity. With the out-of-tree meta RTO instead (oldest segment only, exponential backoff) the
+    good path stays blocked behind the dead one's data: the difference is the mechanism's."""
+    from workbench.schedulers import UpstreamDefault
+
+    class OutOfTreeRetrans(UpstreamDefault):
+        name = "upstream-oot-retrans"
+        meta_retrans = "oldest-segment"
+
+    def fast_path_mbps(run: object, a_ns: int, b_ns: int) -> float:
+        ev = run.events  # type: ignore[attr-defined]
+        rcv = ev.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c") & (pl.col("path") == "p1")
+                        & pl.col("t_ns").is_between(a_ns, b_ns))
+        return rcv["payload_bytes"].sum() * 8 / ((b_ns - a_ns) / 1e9) / 1e6
+
+    up = _slow_path_dies("upstream")
+    oot = _slow_path_dies(OutOfTreeRetrans())
+    assert up.counters["reinjections"] >= 20, up.counters  # head fragments, then the stale re-send
+    late_up, late_oot = fast_path_mbps(up, 2500 * _MS, 4000 * _MS), fast_path_mbps(oot, 2500 * _MS, 4000 * _MS)
+    assert late_up >= 0.8 * 20 * 1424 / 1514, f"the good path carries {late_up:.1f} Mbit/s after the stale switch"
+    assert late_oot < 0.5 * late_up, f"without the upstream recovery the good path still carries {late_oot:.1f}"
