@@ -610,22 +610,23 @@ def write_doc(df: pl.DataFrame, cfgs: Sequence[Config], path: Path, *, command: 
     else:
         bc = target_counts(bcmp)
         w("**Before and after calibration.** Before = the uncalibrated model (its rows in "
-          "`fidelity_before.csv`) against the same kernel runs; the median is of the absolute error over all configurations (relative "
-          "errors in %, share in points, OOO in ms).")
+          "`fidelity_before.csv`) against the same kernel runs; the median and the worst are of the absolute error over all configurations "
+          "(relative errors in %, share in points, OOO in ms).")
         w("")
-        w("| target | inside before | inside now | median error before | median error now |")
-        w("|---|---|---|---|---|")
+        w("| target | inside before | inside now | median error before | median error now | worst before | worst now |")
+        w("|---|---|---|---|---|---|---|")
         for t, (n_in, n) in counts.items():
             col = _ERR_COL[t]
 
-            def med(frame: pl.DataFrame, col: str = col, t: str = t) -> str:
+            def stat(frame: pl.DataFrame, fn: Callable[[list[float]], float], col: str = col, t: str = t) -> str:
                 v = [abs(x) for x in frame[col].to_list() if x is not None and math.isfinite(x)]
                 if not v:
                     return "–"
-                m = statistics.median(v)
+                m = fn(v)
                 return f"{100 * m:.1f} %" if t in ("goodput", "rtt_p50") else f"{m:.1f}"
 
-            w(f"| {desc[t]} | {bc[t][0]} / {bc[t][1]} | {n_in} / {n} | {med(bcmp)} | {med(cmp)} |")
+            w(f"| {desc[t]} | {bc[t][0]} / {bc[t][1]} | {n_in} / {n} | {stat(bcmp, statistics.median)} | "
+              f"{stat(cmp, statistics.median)} | {stat(bcmp, max)} | {stat(cmp, max)} |")
     w("")
     w("## The matrix")
     w("")
