@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from workbench.replay.mptcp import lia_terms, olia_terms
+
 if TYPE_CHECKING:
     from workbench.replay.tcp import SubflowSender
 
@@ -228,6 +230,28 @@ def _srtt_s(sf: SubflowSender) -> float:
     return max(sf.srtt_us8, 8) / 8e6
 
 
+def _lia_terms(group: list[SubflowSender]) -> tuple[int, int, float, float]:
+    """workbench.replay.mptcp.lia_terms for subflows that are not the engine's (test doubles). One
+    pass; the sums keep the order and operations of the formula (bit-identical to a three-pass form)."""
+    n = 0
+    tot = 0
+    best = 0.0
+    first = True
+    denom = 0.0
+    for s in group:
+        if not s.established:
+            continue
+        n += 1
+        r = _srtt_s(s)
+        tot += s.cwnd
+        x = s.cwnd / r ** 2
+        if first or x > best:
+            best = x
+            first = False
+        denom += s.cwnd / r
+    return n, tot, best, denom
+
+
 class LIA(CongestionControl):
     """RFC 6356 linked increases: alpha = cwnd_tot * max(w_i/rtt_i^2) / (sum w_i/rtt_i)^2."""
 
@@ -239,24 +263,10 @@ class LIA(CongestionControl):
             acked = _slow_start(sf, acked)
             if not acked:
                 return
-        # One pass over the group (this runs on every ACK in congestion avoidance); the sums keep the
-        # order and operations of the formula, so results are bit-identical to the three-pass form.
-        n = 0
-        tot = 0
-        best = 0.0
-        first = True
-        denom = 0.0
-        for s in self.group:
-            if not s.established:
-                continue
-            n += 1
-            r = _srtt_s(s)
-            tot += s.cwnd
-            x = s.cwnd / r ** 2
-            if first or x > best:
-                best = x
-                first = False
-            denom += s.cwnd / r
+        # The sums over the group run on every ACK in congestion avoidance: compiled for engine
+        # subflows (workbench.replay.mptcp.lia_terms), else `_lia_terms`; same results.
+        terms = lia_terms(self.group)
+        n, tot, best, denom = terms if terms is not None else _lia_terms(self.group)
         if n <= 1:
             _cong_avoid_ai(sf, sf.cwnd, acked)
             return
@@ -264,6 +274,51 @@ class LIA(CongestionControl):
         # increase per acked segment = min(alpha / cwnd_tot, 1 / cwnd_i) -> one segment per w acked
         w = max(tot / alpha, sf.cwnd)
         _cong_avoid_ai(sf, w, acked)
+
+
+def _olia_terms(group: list[SubflowSender], sf: SubflowSender) -> tuple[int, int, float, float, int, float, int]:
+    """workbench.replay.mptcp.olia_terms for subflows that are not the engine's (test doubles):
+    three passes over the group; same operations in the same order as the formula."""
+    n = 0
+    max_cwnd = 0
+    for s in group:
+        if s.established:
+            n += 1
+            if s.cc_state is None:
+                s.cc_state = [s.una_bytes] * 3
+            if s.cwnd > max_cwnd:
+                max_cwnd = s.cwnd
+    if n <= 1:
+        return n, max_cwnd, 0.0, 0.0, 0, 0.0, 0
+    # best paths B: maximise inter-loss distance / rtt^2; M: paths with the largest window
+    rtt = _srtt_s(sf)
+    scores: list[float] = []
+    best = 0.0
+    rate = 0.0
+    n_m = 0
+    sf_score = 0.0
+    for s in group:
+        if not s.established:
+            continue
+        rs = _srtt_s(s)
+        st = s.cc_state
+        sc = max(st[2] - st[1], st[1] - st[0]) / rs ** 2
+        scores.append(sc)
+        if len(scores) == 1 or sc > best:
+            best = sc
+        if s.cwnd == max_cwnd:
+            n_m += 1
+        if s is sf:
+            sf_score = sc
+        rate += s.cwnd * rtt / rs
+    b_not_m = 0
+    k = 0
+    for s in group:
+        if s.established:
+            if s.cwnd != max_cwnd and scores[k] == best:
+                b_not_m += 1
+            k += 1
+    return n, max_cwnd, best, rate, n_m, sf_score, b_not_m
 
 
 class OLIA(CongestionControl):
@@ -286,49 +341,14 @@ class OLIA(CongestionControl):
         if sf.cwnd < sf.ssthresh:
             _slow_start(sf, acked)
             return
-        # Two passes over the group instead of seven (this runs on every ACK in congestion
-        # avoidance); same operations in the same order as the formula, so bit-identical results.
-        group = self.group
-        n = 0
-        max_cwnd = 0
-        for s in group:
-            if s.established:
-                n += 1
-                if s.cc_state is None:
-                    s.cc_state = [s.una_bytes] * 3
-                if s.cwnd > max_cwnd:
-                    max_cwnd = s.cwnd
+        # The group terms run on every ACK in congestion avoidance: compiled for engine subflows
+        # (workbench.replay.mptcp.olia_terms), else `_olia_terms`; same results.
+        terms = olia_terms(self.group, sf)
+        n, max_cwnd, best, rate, n_m, sf_score, b_not_m = (terms if terms is not None
+                                                           else _olia_terms(self.group, sf))
         if n <= 1:
             _cong_avoid_ai(sf, sf.cwnd, acked)
             return
-        # best paths B: maximise inter-loss distance / rtt^2; M: paths with the largest window
-        rtt = _srtt_s(sf)
-        scores: list[float] = []
-        best = 0.0
-        rate = 0.0
-        n_m = 0
-        sf_score = 0.0
-        for s in group:
-            if not s.established:
-                continue
-            rs = _srtt_s(s)
-            st = s.cc_state
-            sc = max(st[2] - st[1], st[1] - st[0]) / rs ** 2
-            scores.append(sc)
-            if len(scores) == 1 or sc > best:
-                best = sc
-            if s.cwnd == max_cwnd:
-                n_m += 1
-            if s is sf:
-                sf_score = sc
-            rate += s.cwnd * rtt / rs
-        b_not_m = 0
-        k = 0
-        for s in group:
-            if s.established:
-                if s.cwnd != max_cwnd and scores[k] == best:
-                    b_not_m += 1
-                k += 1
         if b_not_m == 0:
             eps = 0.0
         elif sf.cwnd < max_cwnd and sf_score == best:

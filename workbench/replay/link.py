@@ -60,7 +60,7 @@ class Link:
     __slots__ = (
         "_busy_until", "_last_arrival", "_loop", "_loss", "_loss_const", "_ns_per_byte", "_owd",
         "_owd_const", "_q", "_qbytes", "_rate", "_rate_s", "_rng", "buffer_bytes", "deliver",
-        "max_qbytes", "n_drop_loss", "n_drop_queue", "n_sent", "name", "on_drop",
+        "deliver_by_subflow", "max_qbytes", "n_drop_loss", "n_drop_queue", "n_sent", "name", "on_drop",
     )
 
     def __init__(self, loop: EventLoop, *, name: str, rate_bps: StepSeries, owd_ns: StepSeries,
@@ -72,6 +72,9 @@ class Link:
         self.buffer_bytes = int(buffer_bytes)
         self._rng = rng
         self.deliver = deliver
+        # A link shared by several subflows hands each packet to its own subflow's continuation,
+        # looked up here by the packet's `sf` (in compiled code, not through a Python dispatch frame).
+        self.deliver_by_subflow: list[Any] | None = None
         self.on_drop = on_drop  # on_drop(pkt, t_ns, reason) reason 0 = queue overflow, 1 = random loss
         # Constant series get a fast path (the common case: scenario files, tests, the benchmark).
         self._ns_per_byte = 8e9 / rate_bps.values[0] if rate_bps.is_constant and rate_bps.values[0] > 0 else 0.0
@@ -161,7 +164,9 @@ class Link:
         if arrival < self._last_arrival:
             arrival = self._last_arrival
         self._last_arrival = arrival
+        by_sf = self.deliver_by_subflow
+        deliver = self.deliver if by_sf is None else by_sf[pkt.sf]
         loop = self._loop  # EventLoop.at inlined (arrival >= now always holds here)
         loop._seq += 1
-        heappush(loop._heap, (arrival, loop._seq, self.deliver, pkt))
+        heappush(loop._heap, (arrival, loop._seq, deliver, pkt))
         return True

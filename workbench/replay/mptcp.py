@@ -24,12 +24,13 @@ subflow ACK is ``rcv_buf_bytes - ooo_bytes`` relative to the DATA_ACK (§0.6 / �
 from __future__ import annotations
 
 import bisect
+import math
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from workbench.replay.events import EventLoop, Timer
-from workbench.replay.tcp import CA_OPEN, F_REINJ, SubflowSender
+from workbench.replay.tcp import CA_LOSS, CA_OPEN, F_REINJ, SubflowSender
 
 # upstream MPTCP retransmission (net/mptcp/protocol.c, pm.c), for schedulers with meta_retrans "upstream"
 _TCP_RTO_MIN_NS = 200_000_000   # TCP_RTO_MIN: the MPTCP retransmit timer when no subflow timer applies
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from workbench.replay.workload import Workload
     from workbench.schedulers.base import Scheduler, SubflowView
 
-__all__ = ["ConnReceiver", "Connection", "ConnectionConfig"]
+__all__ = ["ConnReceiver", "Connection", "ConnectionConfig", "lia_terms", "lowest_rtt_available", "olia_terms"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +93,127 @@ class ConnectionConfig:
         b = base or cls()
         return replace(b, mss_bytes=b.mss_bytes + 24, header_bytes=b.header_bytes - 24,
                        ack_bytes=b.ack_bytes - 12, cc="cubic" if b.cc in ("lia", "olia") else b.cc)
+
+
+def lowest_rtt_available(subflows: list[Any]) -> tuple[SubflowSender | None, bool, int] | None:
+    """minRTT's scan for new data (workbench.schedulers._minrtt): among active (non-backup)
+    established subflows that are not potentially failed, the one with the lowest srtt that is not
+    temporarily unavailable (Loss state, cwnd full, or queued bytes filling the free cwnd). Returns
+    (that subflow or None, whether an active subflow was temporarily unavailable, number of backup
+    subflows), or None when the list holds anything but engine subflows (test doubles: the caller
+    scans them itself). Compiled, this reads the subflows' fields directly: a scheduler in Python
+    would pay an attribute lookup per field per subflow on every decision."""
+    best: SubflowSender | None = None
+    best_rtt = 1 << 62
+    busy = False
+    n_backup = 0
+    for x in subflows:
+        if not isinstance(x, SubflowSender):
+            return None
+        if x.backup:
+            n_backup += 1
+            continue
+        if not x.established or x.pf:
+            continue
+        inflight = x.in_flight
+        cwnd = x.cwnd
+        if x.ca_state == CA_LOSS or inflight >= cwnd or x.queued_bytes >= (cwnd - inflight) * x.mss:
+            busy = True
+            continue
+        r = x.srtt_us8
+        if r < best_rtt:
+            best = x
+            best_rtt = r
+    return best, busy, n_backup
+
+
+def lia_terms(group: list[Any]) -> tuple[int, int, float, float] | None:
+    """The sums of LIA's alpha (workbench.replay.cc.LIA) over the established subflows of ``group``:
+    (count, total cwnd, max cwnd/rtt^2, sum cwnd/rtt), rtt in s from srtt (at least 1 µs); None
+    when ``group`` holds anything but engine subflows (test doubles: the caller sums them itself).
+    Here, compiled, because it runs on every ACK in congestion avoidance over every subflow; ints are
+    converted and powers taken as Python does (float(), C pow), so the results are bit-identical."""
+    n = 0
+    tot = 0
+    best = 0.0
+    first = True
+    denom = 0.0
+    for s in group:
+        if not isinstance(s, SubflowSender):
+            return None
+        if not s.established:
+            continue
+        n += 1
+        r8 = s.srtt_us8
+        r = float(r8 if r8 > 8 else 8) / 8e6
+        c = s.cwnd
+        tot += c
+        x = float(c) / math.pow(r, 2.0)  # = c / r ** 2 (Python's float ** is C pow too), unboxed
+        if first or x > best:
+            best = x
+            first = False
+        denom += float(c) / r
+    return n, tot, best, denom
+
+
+def olia_terms(group: list[Any], sf: Any) -> tuple[int, int, float, float, int, float, int] | None:
+    """The terms of OLIA's increase (workbench.replay.cc.OLIA) for ``sf`` over the established
+    subflows of ``group`` (giving each its loss record ``cc_state`` if it has none): (count, max cwnd,
+    best score, rate sum, number of max-cwnd paths, sf's score, number of best paths without the max
+    cwnd); count <= 1 stops after the first pass. None when ``group`` holds anything but engine
+    subflows. Compiled for the same reason as `lia_terms`."""
+    if not isinstance(sf, SubflowSender):
+        return None
+    subs: list[SubflowSender] = group  # typed: the loops below read the fields directly
+    n = 0
+    max_cwnd = 0
+    for x in group:
+        if not isinstance(x, SubflowSender):
+            return None  # (a record given to the subflows before this one is what the caller gives too)
+    for s in subs:
+        if s.established:
+            n += 1
+            if s.cc_state is None:
+                s.cc_state = [s.una_bytes] * 3
+            c = s.cwnd
+            if c > max_cwnd:
+                max_cwnd = c
+    if n <= 1:
+        return n, max_cwnd, 0.0, 0.0, 0, 0.0, 0
+    r8 = sf.srtt_us8
+    rtt = float(r8 if r8 > 8 else 8) / 8e6
+    scores: list[float] = []
+    best = 0.0
+    rate = 0.0
+    n_m = 0
+    sf_score = 0.0
+    for s in subs:
+        if not s.established:
+            continue
+        r8 = s.srtt_us8
+        rs = float(r8 if r8 > 8 else 8) / 8e6
+        st: list[int] = s.cc_state  # OLIA's loss record: snd_una (bytes) at the last three losses
+        l1 = st[1]
+        d1 = st[2] - l1
+        d0 = l1 - st[0]
+        sc = float(d1 if d1 >= d0 else d0) / math.pow(rs, 2.0)
+        scores.append(sc)
+        if len(scores) == 1 or sc > best:
+            best = sc
+        c = s.cwnd
+        if c == max_cwnd:
+            n_m += 1
+        if s is sf:
+            sf_score = sc
+        rate += float(c) * rtt / rs
+    b_not_m = 0
+    k = 0
+    for s in subs:
+        if s.established:
+            if s.cwnd != max_cwnd and scores[k] == best:
+                b_not_m += 1
+            k += 1
+    return n, max_cwnd, best, rate, n_m, sf_score, b_not_m
 
 
 class ConnReceiver:

@@ -1,8 +1,9 @@
 """The network of one run: the links (one direction of one bottleneck each) and the routes of the
 subflows through them. As in htsim, a packet carries what routes it: its first field is the subflow
-index, and a link hands each arriving packet to that subflow's next hop (the next link's ``send``) or,
-at the end of the route, to the subflow's receiver or sender. A link crossed by one subflow only (the
-common case: a dedicated bottleneck per path) calls that continuation directly, with no dispatch.
+index (``sf`` of the packet records in workbench.replay.tcp), and a link hands each arriving packet to
+that subflow's next hop (the next link's ``send``) or, at the end of the route, to the subflow's
+receiver or sender. A link crossed by one subflow only (the common case: a dedicated bottleneck per
+path) calls that continuation directly; a shared one looks it up by ``sf`` (``Link.deliver_by_subflow``).
 
 Random loss on each link draws from its own stream, derived from (seed, link name) (`link_rng`).
 """
@@ -17,6 +18,7 @@ from typing import Any
 from workbench.experiment._model import LinkSpec
 from workbench.replay.events import EventLoop
 from workbench.replay.link import Link
+from workbench.replay.tcp import AckPkt, DataPkt
 
 __all__ = ["Route", "build_links", "link_rng", "route_owd_ns", "wire"]
 
@@ -53,29 +55,19 @@ def route_owd_ns(specs: dict[str, LinkSpec], route: tuple[str, ...], t_ns: int) 
     return t - t_ns
 
 
-def _dispatch(table: dict[int, Callable[[Any], None]]) -> Callable[[Any], None]:
-    if len(table) == 1:
-        return next(iter(table.values()))
-    by_index = [table.get(k) for k in range(max(table) + 1)]
-
-    def deliver(pkt: Any) -> None:
-        by_index[pkt[0]](pkt)  # type: ignore[misc]
-    return deliver
-
-
 def _forward_data(nxt: Link, header_bytes: int) -> Callable[[Any], None]:
     send = nxt.send
 
-    def forward(pkt: Any) -> None:
-        send(pkt, pkt[3] + header_bytes)  # data: (sf, idx, seq, plen, ...)
+    def forward(pkt: DataPkt) -> None:
+        send(pkt, pkt.plen + header_bytes)
     return forward
 
 
 def _forward_ack(nxt: Link, ack_bytes: int) -> Callable[[Any], None]:
     send = nxt.send
 
-    def forward(pkt: Any) -> None:
-        send(pkt, ack_bytes + (12 if pkt[2] >= 0 else 0))  # ACK: (sf, ack, sack, ...), SACK adds 12 B
+    def forward(pkt: AckPkt) -> None:
+        send(pkt, ack_bytes + (12 if pkt.sack >= 0 else 0))  # a SACK block (or DSACK) adds 12 B
     return forward
 
 
@@ -104,5 +96,8 @@ def wire(links: dict[str, Link], routes: Sequence[Route], *, data_ends: Sequence
                     table[name][k] = end
     for name, t in table.items():
         if t:
-            links[name].deliver = _dispatch(t)
+            if len(t) == 1:
+                links[name].deliver = next(iter(t.values()))
+            else:
+                links[name].deliver_by_subflow = [t.get(k) for k in range(max(t) + 1)]
             links[name].on_drop = on_data_drop if "data" in roles[name] else on_ack_drop

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import heapq
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from workbench.replay.recorder import AckRow, SndRow
 
 if TYPE_CHECKING:
     from workbench.replay.run import ReplayResult
@@ -53,26 +56,27 @@ def write_pcap(result: ReplayResult, path: str | Path) -> Path:
     if rec is None:
         raise ValueError("write_pcap needs a replay run with record=True")
     # both lists were appended in simulation-time order: merge them
-    rows = heapq.merge(((r[0], 0, r) for r in rec.snd), ((r[0], 1, r) for r in rec.ack))
+    rows: Iterator[tuple[int, int, SndRow | AckRow]] = heapq.merge(
+        ((r.t_ns, 0, r) for r in rec.snd), ((r.t_ns, 1, r) for r in rec.ack))
     out = Path(path)
     tmp = out.with_suffix(out.suffix + ".part")
     with tmp.open("wb") as f:
         f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1))  # ns-resolution pcap
-        for t, kind, r in rows:
-            k = r[1]
+        for t, _kind, r in rows:
+            k = r.subflow
             server = bytes((10, 0, k + 1, 2))
             client = bytes((10, 0, k + 1, 1))
             cport = 40000 + k
             ts = t // 1_000_000
-            if kind == 0:  # data (t, sf, seq, plen, dsn, retrans, reinj)
-                _, _, seq, plen, dsn, _, _ = r
+            if isinstance(r, SndRow):
+                seq, plen, dsn = r.seq, r.payload_bytes, r.dsn
                 # DSS: flags A|M|m = 4-byte data ACK + mapping with 8-byte DSN, no checksum (22 bytes:
                 # with timestamps the headers are exactly the modelled 90 bytes incl. Ethernet)
                 dss = struct.pack("!BBBBIQIH", 30, 22, 2 << 4, 0x0D, 0, dsn, seq, plen)
                 hdr, wire = _frame(server, client, _SERVER_PORT, cport, _ISN + seq, _ISN + 1, 0x18, 65535,
                                    ts, 0, dss, plen)
-            else:  # ACK (t, sf, ack_seq, data_ack, rwnd, has_sack, owd)
-                _, _, ack, data_ack, rwnd, _, _ = r
+            else:
+                ack, data_ack, rwnd = r.ack_seq, r.data_ack, r.rwnd_bytes
                 dss = struct.pack("!BBBBQ", 30, 12, 2 << 4, 0x03, data_ack)
                 hdr, wire = _frame(client, server, cport, _SERVER_PORT, _ISN + 1, _ISN + ack, 0x10,
                                    rwnd >> 7, ts, 0, dss, 0)

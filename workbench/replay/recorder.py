@@ -1,60 +1,141 @@
-"""Taps into a replay, appended to plain Python lists (one tuple per observation; cheaper than one
-list per column in CPython), turned into tables by ``tables.py`` after the run.
+"""Taps into a replay, appended to plain Python lists, turned into tables by ``tables.py`` (and a
+pcap by ``pcap.py``) after the run.
 
-Taps: data segment sent by a subflow (``snd``), dropped in the network (``drop``: queue overflow or
-random loss, data or ACK), received by the client subflow (``rcv``, with one-way delay), ACK arriving
-at the subflow sender (``ack``: the DATA_ACK at the sender), and subflow/connection state samples at
-each such ACK and every ``sample_interval_ns`` (``samples``).
+Taps: data segment sent by a subflow (``snd``: `SndRow`), dropped in the network (``drop``:
+`DropRow`, queue overflow or random loss, data or ACK), received by the client subflow (``rcv``:
+`RcvRow`, with one-way delay), ACK arriving at the subflow sender (``ack``: `AckRow`, the DATA_ACK at
+the sender), subflow/connection state samples at each such ACK and every ``sample_interval_ns``
+(``samples``: `SampleRow`), the handshake (`HandshakeRow`) and what schedulers report
+(`ObservationRow`). Each row kind is a NamedTuple: a tuple on the hot path, read by field name after.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from workbench.replay.mptcp import Connection
+    from workbench.replay.tcp import AckPkt, DataPkt
 
-__all__ = ["Recorder"]
+__all__ = ["AckRow", "DropRow", "HandshakeRow", "ObservationRow", "RcvRow", "Recorder", "SampleRow", "SndRow"]
+
+
+class SndRow(NamedTuple):
+    """A data segment leaving its subflow sender."""
+
+    t_ns: int
+    subflow: int
+    seq: int
+    payload_bytes: int
+    dsn: int
+    is_retrans: bool
+    is_reinject: bool
+
+
+class RcvRow(NamedTuple):
+    """A data segment reaching the client subflow, ``owd_ns`` after it was sent."""
+
+    t_ns: int
+    subflow: int
+    seq: int
+    payload_bytes: int
+    dsn: int
+    is_retrans: bool
+    is_reinject: bool
+    owd_ns: int
+
+
+class DropRow(NamedTuple):
+    """A packet lost in the network (``reason`` 0 = queue overflow, 1 = random loss). Data drops carry
+    the segment (``seq_or_ack`` = its seq); ACK drops the acknowledged seq, payload 0 and no DSN."""
+
+    t_ns: int
+    subflow: int
+    is_data: bool
+    seq_or_ack: int
+    payload_bytes: int
+    dsn: int | None
+    is_retrans: bool
+    is_reinject: bool
+    reason: int
+
+
+class AckRow(NamedTuple):
+    """An ACK reaching the subflow sender, ``owd_ns`` after it was sent."""
+
+    t_ns: int
+    subflow: int
+    ack_seq: int
+    data_ack: int
+    rwnd_bytes: int
+    has_sack: bool
+    owd_ns: int
+
+
+class SampleRow(NamedTuple):
+    """Subflow and connection state, at an ACK (``is_periodic`` False) or on the sampling clock."""
+
+    t_ns: int
+    is_periodic: bool
+    subflow: int
+    cwnd: int
+    inflight: int
+    srtt_ns: int
+    queued_bytes: int
+    snd_buf_bytes: int
+    rcv_ooo_bytes: int
+
+
+class HandshakeRow(NamedTuple):
+    """SYN / SYN-ACK / ACK at the model's times; ``dir`` is "s2c" or "c2s", ``tcp_flags`` the TCP flags."""
+
+    t_sent_ns: int
+    t_arrived_ns: int
+    subflow: int
+    dir: str
+    tcp_flags: int
+
+
+class ObservationRow(NamedTuple):
+    """What a scheduler reported through `Scheduler.observe`."""
+
+    t_ns: int
+    kind: str
+    subflow: int
+    value: object
 
 
 class Recorder:
     __slots__ = ("ack", "conn", "drop", "handshake", "observations", "rcv", "samples", "snd")
 
     def __init__(self) -> None:
-        # (t_ns, subflow, seq, payload, dsn, is_retrans, is_reinject)
-        self.snd: list[tuple] = []
-        # (t_ns, subflow, seq, payload, dsn, is_retrans, is_reinject, owd_ns)
-        self.rcv: list[tuple] = []
-        # (t_ns, subflow, is_data, seq_or_ack, payload, dsn, is_retrans, is_reinject, reason)
-        self.drop: list[tuple] = []
-        # (t_ns, subflow, ack_seq, data_ack, rwnd, has_sack, owd_ns)
-        self.ack: list[tuple] = []
-        # (t_ns, is_periodic, subflow, cwnd, inflight, srtt_ns, queued_bytes, snd_buf, rcv_ooo)
-        self.samples: list[tuple] = []
-        # (t_sent_ns, t_arrived_ns, subflow, dir, tcp_flags): SYN / SYN-ACK / ACK at the model's times
-        self.handshake: list[tuple] = []
-        # (t_ns, kind, subflow, value): what schedulers report through `Scheduler.observe`
-        self.observations: list[tuple] = []
+        self.snd: list[SndRow] = []
+        self.rcv: list[RcvRow] = []
+        self.drop: list[DropRow] = []
+        self.ack: list[AckRow] = []
+        self.samples: list[SampleRow] = []
+        self.handshake: list[HandshakeRow] = []
+        self.observations: list[ObservationRow] = []
         self.conn: Connection | None = None
 
-    def on_data_drop(self, pkt: tuple, t_ns: int, reason: int) -> None:
-        """A data packet (sf, idx, seq, plen, dsn, t_snd, retrans, reinj) was lost on a data link."""
-        self.drop.append((t_ns, pkt[0], True, pkt[2], pkt[3], pkt[4], pkt[6], pkt[7], reason))
+    def on_data_drop(self, pkt: DataPkt, t_ns: int, reason: int) -> None:
+        """A data packet was lost on a data link."""
+        self.drop.append(DropRow(t_ns, pkt.sf, True, pkt.seq, pkt.plen, pkt.dsn, pkt.retrans, pkt.reinj, reason))
 
-    def on_ack_drop(self, pkt: tuple, t_ns: int, reason: int) -> None:
-        """An ACK (sf, ack, sack, data_ack, rwnd, t_snd) was lost on an ACK link."""
-        ack = pkt[1]
+    def on_ack_drop(self, pkt: AckPkt, t_ns: int, reason: int) -> None:
+        """An ACK was lost on an ACK link."""
+        ack = pkt.ack
         if self.conn is not None:
-            s = self.conn.subflows[pkt[0]]
+            s = self.conn.subflows[pkt.sf]
             ack = s.sseq[ack] if ack < s.end else s.write_bytes
-        self.drop.append((t_ns, pkt[0], False, ack, 0, None, False, False, reason))
+        self.drop.append(DropRow(t_ns, pkt.sf, False, ack, 0, None, False, False, reason))
 
     def observe(self, t_ns: int, kind: str, subflow: int, value: object) -> None:
-        self.observations.append((t_ns, kind, subflow, value))
+        self.observations.append(ObservationRow(t_ns, kind, subflow, value))
 
     def sample_all(self, conn: Connection, now: int) -> None:
         wq = conn.write_seq - conn.snd_una
         ooo = conn.rx.ooo_bytes
         for sf in conn.subflows:
-            self.samples.append((now, True, sf.index, sf.cwnd, sf.in_flight, sf.srtt_ns, sf.queued_bytes,
-                                 wq, ooo))
+            self.samples.append(SampleRow(now, True, sf.index, sf.cwnd, sf.in_flight, sf.srtt_ns,
+                                          sf.queued_bytes, wq, ooo))

@@ -33,7 +33,7 @@ from workbench.replay.events import EventLoop
 from workbench.replay.mptcp import Connection, ConnectionConfig
 from workbench.replay.network import Route, build_links, route_owd_ns, wire
 from workbench.replay.paths import PathConfig, path_specs
-from workbench.replay.recorder import Recorder
+from workbench.replay.recorder import HandshakeRow, Recorder
 from workbench.replay.tcp import SubflowReceiver, SubflowSender
 from workbench.replay.workload import Workload
 from workbench.schedulers.base import Scheduler
@@ -215,7 +215,7 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
         for sf, (t, rtt, pkts) in zip(c.subflows, hs, strict=True):
             loop.at(t, lambda a: c.establish(a[0], loop.now, a[1]), (sf, rtt))
             if rec is not None:
-                rec.handshake.extend((t_snd, t_rcv, sf.index, d, flags) for t_snd, t_rcv, d, flags in pkts)
+                rec.handshake.extend(HandshakeRow(t_snd, t_rcv, sf.index, d, flags) for t_snd, t_rcv, d, flags in pkts)
     else:
         for sf in c.subflows:
             loop.at(0, lambda s: c.establish(s, loop.now, 0), sf)

@@ -13,19 +13,29 @@ ACK) has ``snd`` and ``rcv`` rows at the times the model uses.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import polars as pl
 
 from workbench.capture.schema import PACKET_EVENTS, SAMPLES
+from workbench.replay.recorder import AckRow, DropRow, HandshakeRow, RcvRow, SampleRow, SndRow
 
 if TYPE_CHECKING:
     from workbench.replay.run import ReplayResult
 
-__all__ = ["packet_events", "samples"]
+__all__ = ["columns", "packet_events", "samples"]
 
 _ACK = 0x010
 _PSH = 0x008
+
+
+def columns(rows: Sequence[tuple[Any, ...]], row_type: type[NamedTuple]) -> dict[str, Sequence[Any]]:
+    """Recorder rows of one kind as columns by field name (empty columns for no rows)."""
+    fields: tuple[str, ...] = row_type._fields
+    if not rows:
+        return {f: () for f in fields}
+    return dict(zip(fields, zip(*rows, strict=True), strict=True))
 
 
 def packet_events(result: ReplayResult) -> pl.DataFrame:
@@ -40,20 +50,20 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
     data_dir, ack_dir = ("s2c", "c2s") if result.direction == "down" else ("c2s", "s2c")
     parts: list[pl.DataFrame] = []
 
-    def data_frame(rows: list[tuple], point: str, with_owd: bool) -> pl.DataFrame:
-        if not rows:
+    def data_frame(c: dict[str, Sequence[Any]], point: str, n: int) -> pl.DataFrame:
+        """Data rows from columns by name (`SndRow` / `RcvRow` fields; no ``owd_ns``: sender side)."""
+        if not n:
             return pl.DataFrame()
-        cols = list(zip(*rows, strict=True))
-        n = len(rows)
+        owd = c.get("owd_ns")
         df = pl.DataFrame({
-            "t_ns": pl.Series(cols[0], dtype=pl.Int64),
-            "subflow": pl.Series(cols[1], dtype=pl.UInt32),
-            "seq": pl.Series(cols[2], dtype=pl.Int64),
-            "payload_bytes": pl.Series(cols[3], dtype=pl.UInt32),
-            "dsn": pl.Series(cols[4], dtype=pl.UInt64),
-            "is_retrans": pl.Series(cols[5], dtype=pl.Boolean),
-            "is_reinject": pl.Series(cols[6], dtype=pl.Boolean),
-            "owd_ns": pl.Series(cols[7], dtype=pl.Int64) if with_owd else pl.Series([None] * n, dtype=pl.Int64),
+            "t_ns": pl.Series(c["t_ns"], dtype=pl.Int64),
+            "subflow": pl.Series(c["subflow"], dtype=pl.UInt32),
+            "seq": pl.Series(c["seq"], dtype=pl.Int64),
+            "payload_bytes": pl.Series(c["payload_bytes"], dtype=pl.UInt32),
+            "dsn": pl.Series(c["dsn"], dtype=pl.UInt64),
+            "is_retrans": pl.Series(c["is_retrans"], dtype=pl.Boolean),
+            "is_reinject": pl.Series(c["is_reinject"], dtype=pl.Boolean),
+            "owd_ns": pl.Series(owd if owd is not None else [None] * n, dtype=pl.Int64),
         })
         return df.with_columns(
             point=pl.lit(point), dir=pl.lit(data_dir), ack=pl.lit(1, pl.UInt32),
@@ -61,25 +71,27 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
             rwnd_bytes=pl.lit(srv_win, pl.UInt64), data_ack=pl.lit(0, pl.UInt64),
         )
 
-    parts.append(data_frame(rec.snd, "snd", False))
-    parts.append(data_frame(rec.rcv, "rcv", True))
-    drops_d = [r for r in rec.drop if r[2]]
-    drops_a = [r for r in rec.drop if not r[2]]
+    parts.append(data_frame(columns(rec.snd, SndRow), "snd", len(rec.snd)))
+    parts.append(data_frame(columns(rec.rcv, RcvRow), "rcv", len(rec.rcv)))
+    drops_d = [r for r in rec.drop if r.is_data]
+    drops_a = [r for r in rec.drop if not r.is_data]
     if drops_d:
-        parts.append(data_frame([(r[0], r[1], r[3], r[4], r[5], r[6], r[7]) for r in drops_d], "drop", False))
+        d = columns(drops_d, DropRow)
+        d["seq"] = d["seq_or_ack"]
+        parts.append(data_frame(d, "drop", len(drops_d)))
     if rec.ack or drops_a:
-        rows = [(r[0], r[1], r[2], r[3], r[4], r[5], "rcv", r[6]) for r in rec.ack]
-        rows += [(r[0], r[1], r[3], None, None, False, "drop", None) for r in drops_a]
-        cols = list(zip(*rows, strict=True))
+        a = columns(rec.ack, AckRow)
+        x = columns(drops_a, DropRow)
+        na, nx = len(rec.ack), len(drops_a)
         df = pl.DataFrame({
-            "t_ns": pl.Series(cols[0], dtype=pl.Int64),
-            "subflow": pl.Series(cols[1], dtype=pl.UInt32),
-            "ack": pl.Series(cols[2], dtype=pl.Int64),
-            "data_ack": pl.Series(cols[3], dtype=pl.UInt64),
-            "rwnd_bytes": pl.Series(cols[4], dtype=pl.UInt64),
-            "sack": pl.Series(cols[5], dtype=pl.Boolean),
-            "point": pl.Series(cols[6], dtype=pl.String),
-            "owd_ns": pl.Series(cols[7], dtype=pl.Int64),
+            "t_ns": pl.Series([*a["t_ns"], *x["t_ns"]], dtype=pl.Int64),
+            "subflow": pl.Series([*a["subflow"], *x["subflow"]], dtype=pl.UInt32),
+            "ack": pl.Series([*a["ack_seq"], *x["seq_or_ack"]], dtype=pl.Int64),
+            "data_ack": pl.Series([*a["data_ack"], *[None] * nx], dtype=pl.UInt64),
+            "rwnd_bytes": pl.Series([*a["rwnd_bytes"], *[None] * nx], dtype=pl.UInt64),
+            "sack": pl.Series([*a["has_sack"], *[False] * nx], dtype=pl.Boolean),
+            "point": pl.Series(["rcv"] * na + ["drop"] * nx, dtype=pl.String),
+            "owd_ns": pl.Series([*a["owd_ns"], *[None] * nx], dtype=pl.Int64),
         })
         df = df.with_columns(
             dir=pl.lit(ack_dir), seq=pl.lit(1, pl.Int64), payload_bytes=pl.lit(0, pl.UInt32),
@@ -108,17 +120,18 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
     return df.sort("t_ns", maintain_order=True)
 
 
-def _handshake_rows(rows: list[tuple], ack_bytes: int, rwnd_bytes: int) -> pl.DataFrame:
-    """``snd`` and ``rcv`` rows of each handshake packet (t_sent, t_arrived, subflow, dir, flags)."""
+def _handshake_rows(rows: list[HandshakeRow], ack_bytes: int, rwnd_bytes: int) -> pl.DataFrame:
+    """``snd`` and ``rcv`` rows of each handshake packet."""
     syn = 0x002
-    out = []
-    for t_snd, t_rcv, sf, d, flags in rows:
+    out: list[tuple[int, int, str, int, int, int, int, str, int | None]] = []
+    for r in rows:
+        flags = r.tcp_flags
         is_syn = bool(flags & syn)
         seq = 0 if is_syn else 1
         ack = 0 if flags == syn else 1
         size = ack_bytes + (12 if is_syn else 0)  # SYNs carry MSS, SACK-permitted, window scale
-        out.append((t_snd, sf, d, flags, seq, ack, size, "snd", None))
-        out.append((t_rcv, sf, d, flags, seq, ack, size, "rcv", t_rcv - t_snd))
+        out.append((r.t_sent_ns, r.subflow, r.dir, flags, seq, ack, size, "snd", None))
+        out.append((r.t_arrived_ns, r.subflow, r.dir, flags, seq, ack, size, "rcv", r.t_arrived_ns - r.t_sent_ns))
     cols = list(zip(*out, strict=True))
     return pl.DataFrame({
         "t_ns": pl.Series(cols[0], dtype=pl.Int64), "subflow": pl.Series(cols[1], dtype=pl.UInt32),
@@ -135,19 +148,19 @@ def samples(result: ReplayResult) -> pl.DataFrame:
     rec = result.recorder
     if rec is None or not rec.samples:
         return pl.DataFrame(schema=SAMPLES)
-    cols = list(zip(*rec.samples, strict=True))
+    c = columns(rec.samples, SampleRow)
     names = result.path_names
-    rcv_ooo = pl.Series(cols[8], dtype=pl.UInt64)
+    rcv_ooo = pl.Series(c["rcv_ooo_bytes"], dtype=pl.UInt64)
     df = pl.DataFrame({
-        "t_ns": pl.Series(cols[0], dtype=pl.Int64),
-        "kind": pl.Series(["periodic" if p else "ack" for p in cols[1]], dtype=pl.String),
-        "conn": pl.Series([0] * len(cols[0]), dtype=pl.UInt32),
-        "subflow": pl.Series(cols[2], dtype=pl.UInt32),
-        "cwnd_segments": pl.Series(cols[3], dtype=pl.Float64),
-        "inflight_segments": pl.Series(cols[4], dtype=pl.UInt32),
-        "srtt_ns": pl.Series(cols[5], dtype=pl.Int64),
-        "snd_queue_bytes": pl.Series(cols[6], dtype=pl.UInt64),
-        "snd_buf_bytes": pl.Series(cols[7], dtype=pl.UInt64),
+        "t_ns": pl.Series(c["t_ns"], dtype=pl.Int64),
+        "kind": pl.Series(["periodic" if p else "ack" for p in c["is_periodic"]], dtype=pl.String),
+        "conn": pl.Series([0] * len(rec.samples), dtype=pl.UInt32),
+        "subflow": pl.Series(c["subflow"], dtype=pl.UInt32),
+        "cwnd_segments": pl.Series(c["cwnd"], dtype=pl.Float64),
+        "inflight_segments": pl.Series(c["inflight"], dtype=pl.UInt32),
+        "srtt_ns": pl.Series(c["srtt_ns"], dtype=pl.Int64),
+        "snd_queue_bytes": pl.Series(c["queued_bytes"], dtype=pl.UInt64),
+        "snd_buf_bytes": pl.Series(c["snd_buf_bytes"], dtype=pl.UInt64),
         "rcv_ooo_bytes": rcv_ooo,
         "rcv_buf_bytes": rcv_ooo,  # the application reads in-order data at once
     })

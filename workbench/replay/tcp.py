@@ -31,9 +31,10 @@ kernel behaviour, switchable — quick-ACK mode when data went to the connection
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, final
 
 from workbench.replay.events import EventLoop, Timer
+from workbench.replay.recorder import AckRow, RcvRow, SampleRow, SndRow
 
 if TYPE_CHECKING:
     from workbench.replay.cc import CongestionControl
@@ -62,14 +63,57 @@ _RTO_MAX_US = 120_000_000
 _TCP_MAX_QUICKACKS = 16
 
 
-# Packets on the wire are plain tuples (a class __init__ costs a Python frame per packet), laid out
-# as below; a link carries data or ACKs, never both, so nothing tells them apart by length (the
-# recorder's drop taps are per link kind, workbench.replay.network.wire):
-# data:  (sf, idx, seq, plen, dsn, t_snd, retrans, reinj)   -- idx = subflow segment number
-# ACK:   (sf, ack, sack, data_ack, rwnd, t_snd)             -- ack = next expected segment number,
-#                                                              sack = one SACKed segment or -1
-DataPkt = tuple
-AckPkt = tuple
+# Recorder rows are NamedTuples built with tuple.__new__ (a C call; the NamedTuple's own __new__ is a
+# Python function: a frame per row), looked up once.
+_new_row = tuple.__new__
+
+# Packets on the wire are small typed records. Compiled (mypyc), a @final class with __slots__ is a C
+# struct: as cheap to build as a tuple and faster to read than unpacking one. A link carries data or
+# ACKs, never both, so each end has its own handler (SubflowReceiver.on_data, SubflowSender.on_ack)
+# and the recorder's drop taps are per link kind (workbench.replay.network.wire); `sf` (the subflow
+# index) is what a shared link routes by.
+@final
+class DataPkt:
+    """A data segment of subflow ``sf``: subflow segment number ``idx``, relative sequence number
+    ``seq``, ``plen`` payload bytes at connection-level ``dsn``, sent at ``t_snd_ns``."""
+
+    __slots__ = ("dsn", "idx", "plen", "reinj", "retrans", "seq", "sf", "t_snd_ns")
+
+    def __init__(self, sf: int, idx: int, seq: int, plen: int, dsn: int, t_snd_ns: int, retrans: bool,
+                 reinj: bool) -> None:
+        self.sf = sf
+        self.idx = idx
+        self.seq = seq
+        self.plen = plen
+        self.dsn = dsn
+        self.t_snd_ns = t_snd_ns
+        self.retrans = retrans
+        self.reinj = reinj
+
+    def __repr__(self) -> str:
+        return (f"DataPkt(sf={self.sf}, idx={self.idx}, seq={self.seq}, plen={self.plen}, dsn={self.dsn}, "
+                f"t_snd_ns={self.t_snd_ns}, retrans={self.retrans}, reinj={self.reinj})")
+
+
+@final
+class AckPkt:
+    """An ACK of subflow ``sf``: ``ack`` = next expected segment number, ``sack`` = one SACKed segment,
+    -1 for none or -2 for a DSACK; the DATA_ACK ``data_ack`` and window ``rwnd`` of the connection;
+    sent at ``t_snd_ns``."""
+
+    __slots__ = ("ack", "data_ack", "rwnd", "sack", "sf", "t_snd_ns")
+
+    def __init__(self, sf: int, ack: int, sack: int, data_ack: int, rwnd: int, t_snd_ns: int) -> None:
+        self.sf = sf
+        self.ack = ack
+        self.sack = sack
+        self.data_ack = data_ack
+        self.rwnd = rwnd
+        self.t_snd_ns = t_snd_ns
+
+    def __repr__(self) -> str:
+        return (f"AckPkt(sf={self.sf}, ack={self.ack}, sack={self.sack}, data_ack={self.data_ack}, "
+                f"rwnd={self.rwnd}, t_snd_ns={self.t_snd_ns})")
 
 
 class SubflowSender:
@@ -319,9 +363,9 @@ class SubflowSender:
         seq = self.sseq[i]
         rec = self.rec
         if rec is not None:
-            rec.snd.append((now, self.index, seq, plen, dsn, retrans, reinj))
+            rec.snd.append(_new_row(SndRow, (now, self.index, seq, plen, dsn, retrans, reinj)))
         self.n_sent += 1
-        self.link.send((self.index, i, seq, plen, dsn, now, retrans, reinj), plen + self.hdr_bytes)
+        self.link.send(DataPkt(self.index, i, seq, plen, dsn, now, retrans, reinj), plen + self.hdr_bytes)
 
     def try_send(self, now: int) -> None:
         """Send retransmissions of lost segments first, then queued segments, while cwnd allows."""
@@ -372,8 +416,8 @@ class SubflowSender:
                     reinj = sflags[i] & F_REINJ != 0
                     stx[i] = now
                     if snd is not None:
-                        snd.append((now, idx, seq, plen, dsn, False, reinj))
-                    send((idx, i, seq, plen, dsn, now, False, reinj), plen + hdr)
+                        snd.append(_new_row(SndRow, (now, idx, seq, plen, dsn, False, reinj)))
+                    send(DataPkt(idx, i, seq, plen, dsn, now, False, reinj), plen + hdr)
                     i += 1
                     k += 1
                     inflight += 1
@@ -443,11 +487,15 @@ class SubflowSender:
         now = self.loop.now
         conn = self.conn
         self.last_ack_ns = now
-        _sf, ack, s, data_ack, rwnd, t_snd = pkt
+        ack = pkt.ack
+        s = pkt.sack
+        data_ack = pkt.data_ack
+        rwnd = pkt.rwnd
         rec = self.rec
         if rec is not None:
-            rec.ack.append((now, self.index, self.sseq[ack] if ack < self.end else self.write_bytes,
-                            data_ack, rwnd, s != -1, now - t_snd))
+            rec.ack.append(_new_row(AckRow, (now, self.index, self.sseq[ack] if ack < self.end
+                                                  else self.write_bytes, data_ack, rwnd, s != -1,
+                                                  now - pkt.t_snd_ns)))
         self.pf = False
         self.stale = False  # mptcp_subflow_active: an ACK makes a stale subflow usable again
         if self.tlp_high_seq >= 0 and (s == _DSACK or ack >= self.tlp_high_seq):
@@ -561,8 +609,9 @@ class SubflowSender:
         if self.nxt < self.end or self.lost_out > self.retrans_out:
             self.try_send(now)
         if rec is not None:
-            rec.samples.append((now, False, self.index, self.cwnd, self.in_flight, self.srtt_ns,
-                                self.queued_bytes, conn.write_seq - conn.snd_una, conn.rx.ooo_bytes))
+            rec.samples.append(_new_row(SampleRow, (now, False, self.index, self.cwnd, self.in_flight,
+                                                         self.srtt_ns, self.queued_bytes,
+                                                         conn.write_seq - conn.snd_una, conn.rx.ooo_bytes)))
 
     def _mark_lost(self) -> None:
         """FACK: every un-SACKed segment at least dupthresh below the highest SACKed one is lost."""
@@ -722,10 +771,13 @@ class SubflowReceiver:
 
     def on_data(self, pkt: DataPkt) -> None:
         now = self.loop.now
-        sf, i, seq, plen, dsn, t_snd, retrans, reinj = pkt
+        i = pkt.idx
+        dsn = pkt.dsn
+        plen = pkt.plen
         rec = self.rec
         if rec is not None:
-            rec.rcv.append((now, sf, seq, plen, dsn, retrans, reinj, now - t_snd))
+            rec.rcv.append(_new_row(RcvRow, (now, pkt.sf, pkt.seq, plen, dsn, pkt.retrans, pkt.reinj,
+                                                  now - pkt.t_snd_ns)))
         if now - self.last_data_ns > self.rto_guess_ns and self.last_data_ns >= 0:
             self.quick = _TCP_MAX_QUICKACKS  # tcp_event_data_recv: idle longer than RTO
         self.last_data_ns = now
@@ -775,5 +827,5 @@ class SubflowReceiver:
         self.delack_timer.deadline = None
         meta = self.meta
         w = meta.rcv_buf_bytes - meta.ooo_bytes
-        self.link.send((self.index, self.rcv_nxt, sack, meta.rcv_nxt, w if w > 0 else 0, now),
+        self.link.send(AckPkt(self.index, self.rcv_nxt, sack, meta.rcv_nxt, w if w > 0 else 0, now),
                        self.ack_bytes + (12 if sack != -1 else 0))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from workbench.replay.mptcp import lowest_rtt_available
 from workbench.schedulers._registry import register
 from workbench.schedulers.base import CA_LOSS, CA_OPEN, ConnView, Decision, ParamSpec, Scheduler, SubflowView
 
@@ -63,6 +64,30 @@ def _select(subflows: list[SubflowView], mask: int, backup: bool) -> tuple[Subfl
     return best, (found_unused if best is not None else found_unused_una)
 
 
+def _lowest_rtt_available(subflows: list[SubflowView]) -> tuple[SubflowView | None, bool, int]:
+    """workbench.replay.mptcp.lowest_rtt_available for subflows that are not the engine's."""
+    sf = None
+    best_rtt = _INF
+    busy = False
+    n_backup = 0
+    for x in subflows:
+        if x.backup:
+            n_backup += 1
+            continue
+        if not x.established or x.pf:
+            continue
+        inflight = x.in_flight
+        cwnd = x.cwnd
+        if x.ca_state == CA_LOSS or inflight >= cwnd or x.queued_bytes >= (cwnd - inflight) * x.mss:
+            busy = True
+            continue
+        r = x.srtt_us8
+        if r < best_rtt:
+            sf = x
+            best_rtt = r
+    return sf, busy, n_backup
+
+
 def get_available_subflow(subflows: list[SubflowView], mask: int, has_skb: bool) -> SubflowView | None:
     """§1.2: active subflows first; backups only if no active one is merely temporarily busy; a
     segment every subflow already carried gets its path mask cleared and one more try."""
@@ -107,26 +132,14 @@ class MinRTT(Scheduler):
         head = conn.head
         if head >= conn.n_segs:
             return self._when_all_sent(conn, subflows)
-        # New data (path mask 0): get_available_subflow inlined for the common case (hot path).
-        sf = None
-        best_rtt = _INF
-        busy = False
-        n_backup = 0
-        for x in subflows:
-            if x.backup:
-                n_backup += 1
-                continue
-            if not x.established or x.pf:
-                continue
-            inflight = x.in_flight
-            cwnd = x.cwnd
-            if x.ca_state == CA_LOSS or inflight >= cwnd or x.queued_bytes >= (cwnd - inflight) * x.mss:
-                busy = True
-                continue
-            r = x.srtt_us8
-            if r < best_rtt:
-                sf = x
-                best_rtt = r
+        # New data (path mask 0): get_available_subflow's common case, scanned in the engine's
+        # compiled code when these are engine subflows (per decision, O(subflows)), else here.
+        sf: SubflowView | None
+        found = lowest_rtt_available(subflows)
+        if found is not None:
+            sf, busy, n_backup = found
+        else:
+            sf, busy, n_backup = _lowest_rtt_available(subflows)
         if sf is None:
             if busy or not n_backup:
                 return None  # an active subflow is only temporarily busy: wait, no backup
