@@ -5,18 +5,26 @@ Serve it with ``workbench ui`` (or ``streamlit run app.py``). This file holds th
 widgets only: the work is done by library calls through `workbench.ui.work` (cached by content
 hash), tables come from `workbench.ui.tables`, downloads from `workbench.ui.report`, tuning from
 `workbench.ui.tuning`. Every tab runs inside `guard`, so a problem shows as one line, never a trace.
+
+Speed (issue 15: upload -> first timeline plot, and the first visit, under 3 s; measured by
+``benchmarks/bench_page.py``): nothing heavy is imported before a capture is there (polars, plotly,
+the engine and the kernel backend load where they are used); while the uploader waits for a file, the
+server imports what the first plot needs and the browser loads plotly.js (`workbench.ui.warm`); the
+Paths tab's timelines and plot are made right after the capture is read; the tabs are stateful
+(``on_change="rerun"``), so what only one tab shows is computed and drawn while that tab is open (the
+Overview's measurements, made last; the Capture tab's large figure; the downloads); figures are
+cached as objects, not rebuilt from JSON on every rerun.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-import plotly.io as pio
 import streamlit as st
 
-from workbench.capture import parse_path_names
-from workbench.ui import tables, work
+from workbench.ui import work
 from workbench.ui.boundary import error_line, guard
 from workbench.ui.uploads import UploadStore, max_upload_bytes
 
@@ -87,7 +95,12 @@ def _input_source() -> work.Source | None:
     mode = sb.radio("Source", ["Bundled trace", "Upload"], key="input_mode", horizontal=True)
     sb.text_input("Path names (ADDR=NAME, comma-separated)", key="path_names",
                   placeholder="10.0.1.1=wifi, 10.0.2.1=lte")
-    names = parse_path_names([s for s in ss.get("path_names", "").replace(";", ",").split(",") if s.strip()])
+    raw_names = [s for s in ss.get("path_names", "").replace(";", ",").split(",") if s.strip()]
+    names: dict[str, str] = {}
+    if raw_names:
+        from workbench.capture import parse_path_names
+
+        names = parse_path_names(raw_names)
     if mode == "Bundled trace":
         options = work.bundled_sources(TRACES)
         if not options:
@@ -131,7 +144,24 @@ with guard(st.error):
 if source is None:
     if not ss.get("wb_upload_error"):
         st.info("Pick a bundled trace or upload a capture in the sidebar.")
+    # While the user picks a file, the server imports what reading it and drawing its first plot will
+    # need, and the browser loads plotly.js (`workbench.ui.warm`); both after this view is drawn.
+    from workbench.ui.warm import plotly_preload_html, warm_imports
+
+    warm_imports()
+    preload = plotly_preload_html()
+    if preload is not None:
+        st.html(preload, unsafe_allow_javascript=True)
     st.stop()
+
+# Imported once a capture is there (polars): the first visit of the uploader does not wait for them.
+# pandas before any figure or table: plotly looks it up in sys.modules without the import lock, so a
+# rerun (a click on a tab) starting while the run it replaces was still importing pandas for a table saw
+# a half-made module ("partially initialized module 'pandas' has no attribute 'Series'"). Imported here,
+# in every run before any figure, a run waits until the import is complete.
+import pandas  # noqa: E402, F401
+
+from workbench.ui import tables  # noqa: E402
 
 # A new input: what belongs to the old one (what-if edits, the connection choice, results, tuning) is
 # keyed by the input and starts afresh; what is not about one trace (schedulers, their parameters,
@@ -163,19 +193,25 @@ conn_kind = next((c["kind"] for c in conn_rows if c["conn"] == conn), None)
 if conn_kind != "mptcp":
     st.info(f"No MPTCP in connection {conn}: it is analysed as single-path TCP.", icon="ℹ️")
 
+# Stateful tabs: a click on a tab reruns the page, and ``.open`` says which one the user sees, so what
+# only one tab shows is made when it is open. Widgets are drawn whatever tab is open (a widget not
+# drawn in a run loses its value).
 t_over, t_capture, t_paths, t_replay, t_tune, t_down = st.tabs(
-    ["Overview", "Capture", "Paths", "Replay", "Tune", "Download"])
+    ["Overview", "Capture", "Paths", "Replay", "Tune", "Download"], key="page_tab", on_change="rerun")
 # The tabs are filled in the order that gets the first plot on screen soonest: the path timelines
-# (Paths) right after reading the capture, then the Overview's metrics, the replay and tuning
-# controls, and the capture views last.
+# (Paths) right after reading the capture, then the replay and tuning controls, the downloads, the
+# capture views (both when their tab is open) and the Overview's measurements (when open) last.
 
 # ------------------------------------------------------------------------------------------- Paths
 tls: Any = None
 tl_key = ""
+data_dir = "down"
 edits: dict[str, work.WhatIf] = {}
 with t_paths, guard(st.error, rename):
     with st.spinner("Estimating path timelines…"):
         base_tls = work.source_timelines(source, cap, conn)
+    # An upload's data goes up: its columns are the ones shown and its buffer the one edited first.
+    data_dir = work.source_direction(source, cap, conn)
     st.markdown("What-if edits change what the Replay and Tune tabs replay.")
     for p, tl in base_tls.items():
         c1, c2, c3, c4 = st.columns([2, 2, 1, 2])
@@ -186,13 +222,14 @@ with t_paths, guard(st.error, rename):
         delay = c2.number_input(f"{p}: add one-way delay (ms)", min_value=-1000.0, max_value=10_000.0, value=0.0,
                                 step=5.0, key=f"wi_delay|{SKEY}|{p}")
         set_buf = c3.checkbox("set buffer", key=f"wi_bufon|{SKEY}|{p}")
+        est_buf = tl.buffer_up_bytes if data_dir == "up" else tl.buffer_down_bytes
         buf = c4.number_input(f"{p}: bottleneck buffer (bytes)", min_value=0, max_value=1 << 30,
-                              value=int(tl.buffer_down_bytes or 64_000), step=10_000, key=f"wi_buf|{SKEY}|{p}",
+                              value=int(est_buf or 64_000), step=10_000, key=f"wi_buf|{SKEY}|{p}",
                               disabled=not set_buf)
         edits[p] = work.WhatIf(float(scale), float(delay), int(buf) if set_buf else None)
     tls, tl_key = work.whatif_timelines(source.key, base_tls, edits)
-    st.plotly_chart(pio.from_json(work.timeline_figure_json(tl_key, tls)), key="timeline_fig")
-    st.dataframe(tables.timelines_table(tls), hide_index=True)
+    st.plotly_chart(work.timeline_figure(tl_key, tls), key="timeline_fig")
+    st.dataframe(tables.timelines_table(tls, data_dir), hide_index=True)
     # What limits these numbers, next to them (the timelines' caveats, else what the page can tell).
     for w in work.trust_warnings(source, cap.warnings, tls):
         st.warning(rename(w))
@@ -203,11 +240,16 @@ with t_paths, guard(st.error, rename):
                 st.text(n)
 
 # ---------------------------------------------------------------------------------------- Overview
-overview: dict[str, Any] = {"connections": [], "detail": {"metrics": {}, "conn": conn}, "warnings": []}
-with t_over, guard(st.error, rename):
-    with st.spinner("Measuring the connection…"):
-        overview = work.load_overview(source, cap, conn)
-    m = overview["detail"]["metrics"]
+
+
+def _overview() -> dict[str, Any]:
+    """The inspect dict of the connection, made when a tab needs it (cached by input and connection)."""
+    return work.load_overview(source, cap, conn)
+
+
+def _draw_overview(ov: dict[str, Any]) -> None:
+    """The Overview tab: headline metrics, connections, subflows, per-path numbers, one-way delays."""
+    m = ov["detail"]["metrics"]
     cols = st.columns(5)
     cols[0].metric("goodput", f"{m['goodput_mbps']:.2f} Mbit/s" if m.get("goodput_mbps") else "–")
     cols[1].metric("completion", f"{m['completion_s']:.3f} s" if m.get("completion_s") else "–")
@@ -218,20 +260,21 @@ with t_over, guard(st.error, rename):
         st.caption("goodput, completion and delivered bytes need the receiver's side of the data: this capture "
                    "holds only the sender's (give the receiver's capture as peer); the per-path table below "
                    "shows what was sent.")
-    if overview["detail"].get("ooo_note") and conn_kind == "mptcp":
-        st.info(overview["detail"]["ooo_note"])
+    if ov["detail"].get("ooo_note") and conn_kind == "mptcp":
+        st.info(ov["detail"]["ooo_note"])
     st.subheader("Connections")
-    st.dataframe(tables.connections_table(overview), hide_index=True)
-    st.subheader(f"Subflows of connection {conn} (data {overview['detail']['data_dir']})")
-    st.dataframe(tables.subflows_table(overview), hide_index=True)
+    st.dataframe(tables.connections_table(ov), hide_index=True)
+    st.subheader(f"Subflows of connection {conn} (data {ov['detail']['data_dir']})")
+    st.dataframe(tables.subflows_table(ov), hide_index=True)
     st.subheader("Per path")
-    st.dataframe(tables.paths_table(overview), hide_index=True)
-    owd = tables.owd_table(overview)
+    st.dataframe(tables.paths_table(ov), hide_index=True)
+    owd = tables.owd_table(ov)
     if owd.height:
         st.subheader("One-way delay (from the pair)")
         st.dataframe(owd, hide_index=True)
-    for w in overview["warnings"]:
+    for w in ov["warnings"]:
         st.warning(rename(w))
+
 
 # ------------------------------------------------------------------------------------------ Replay
 
@@ -282,7 +325,7 @@ made_with = "upstream"
 
 def _setup() -> work.ReplaySetup:
     """The one replay setup of the Replay and the Tune tab (`work.replay_setup`)."""
-    return work.replay_setup(cap, conn, overview, tls, workload_spec, conn_spec)
+    return work.replay_setup(cap, conn, _overview(), tls, workload_spec, conn_spec)
 
 
 with t_replay, guard(st.error, rename):
@@ -328,12 +371,15 @@ with t_replay, guard(st.error, rename):
         ccs = ["cubic", "reno", "lia", "olia"]
         cc = st.selectbox("congestion control", ccs, key="cc", index=ccs.index(kv["cc"]) if kv["cc"] in ccs else 0)
         seed = st.number_input("seed", min_value=0, max_value=2**31 - 1, key="seed", value=int(kv["seed"]))
-    no_kernel = work.kernel_available()
     with_kernel = st.checkbox(
         "also run the real Linux kernel (upstream scheduler, network namespaces)", key="with_kernel",
-        value=False, disabled=no_kernel is not None,
-        help=("the same experiment on the real MPTCP stack, beside the model's rows" if no_kernel is None
-              else f"not available here: {no_kernel}"))
+        value=False, help="the same experiment on the real MPTCP stack, beside the model's rows (needs root and "
+                          "an MPTCP kernel: checked when ticked)")
+    # Checked when asked for: the check loads the kernel backend and probes for netem (subprocesses),
+    # which the first view of every server process paid for before.
+    no_kernel = work.kernel_available() if with_kernel else None
+    if no_kernel is not None:
+        st.caption(f"The real kernel cannot run here: {no_kernel}")
     _keep("schedulers", *_WL_KEYS)
     workload_spec = work.WorkloadSpec(kind, float(seconds), int(size), int(segs), float(idle), int(nb))
     conn_spec = work.ConnSpec(cc, None if auto_snd else int(snd), int(rcv), int(seed))
@@ -355,7 +401,7 @@ with t_replay, guard(st.error, rename):
                 results.append(work.replay_scheduler(tl_key, setup, spec))
                 status.write(f"{spec.scheduler}: done")
             kernel_warnings: list[str] = []
-            if with_kernel:
+            if with_kernel and no_kernel is None:
                 status.update(label="Running the real kernel (upstream)…")
                 k = work.compute_kernel(setup)
                 results.append(k)
@@ -473,35 +519,68 @@ with t_tune, guard(st.error, rename):
             st.plotly_chart(pf, key="tune_pareto")
 
 # ---------------------------------------------------------------------------------------- Download
-with t_down, guard(st.error, rename):
+
+
+def _report_results(snap: dict[str, Any]) -> dict[str, Any]:
+    """The rows and figure series of the downloads: the Replay tab's results, else the observed run."""
+    res = snap["res"]
+    if res is not None:
+        return dict(res)
+    obs = work.observed_source(snap["source"], snap["cap"], snap["conn"])
+    return {"rows": [obs["row"]], "sources": [obs["figures"]], "paths": list(snap["tls"] or []),
+            "settings": ["no replay run yet: observed metrics only"], "notes": []}
+
+
+def _report_page(snap: dict[str, Any]) -> str:
+    """The HTML report of what the page shows (`workbench.ui.report`)."""
     from workbench.ui.report import report_html
 
-    res = ss.get("wb_results")
-    if not (res and res["source"] == source.key):
-        obs = work.observed_source(source, cap, conn)
-        res = {"rows": [obs["row"]], "sources": [obs["figures"]], "paths": list(tls or []),
-               "settings": ["no replay run yet: observed metrics only"], "notes": []}
-    rows, srcs = res["rows"], res["sources"]
-    title = f"{source.label}: workbench report"
-    tl_json = work.timeline_figure_json(tl_key, tls) if tls is not None else None
-    page_tables = [("Observed vs. predicted", tables.results_table(rows, res["paths"], made_with=made_with)),
-                   (f"Error of the capture's own scheduler ({made_with}) against the observed run",
-                    tables.error_table(rows, made_with, res["paths"])),
-                   ("Subflows", tables.subflows_table(overview))]
-    if tls is not None:
-        page_tables.append(("Path timelines (what-if applied)", tables.timelines_table(tls)))
-    notes = ([rename(w) for w in work.trust_warnings(source, cap.warnings, tls)]
-             + [rename(w) for w in overview["warnings"]] + list(res["notes"]))
+    res = _report_results(snap)
+    rows, made, tls_, rename_ = res["rows"], snap["made_with"], snap["tls"], snap["rename"]
+    ov = work.load_overview(snap["source"], snap["cap"], snap["conn"])
+    page_tables = [("Observed vs. predicted", tables.results_table(rows, res["paths"], made_with=made)),
+                   (f"Error of the capture's own scheduler ({made}) against the observed run",
+                    tables.error_table(rows, made, res["paths"])),
+                   ("Subflows", tables.subflows_table(ov))]
+    if tls_ is not None:
+        page_tables.append(("Path timelines (what-if applied)", tables.timelines_table(tls_, snap["data_dir"])))
+    notes = ([rename_(w) for w in work.trust_warnings(snap["source"], snap["cap"].warnings, tls_)]
+             + [rename_(w) for w in ov["warnings"]] + list(res["notes"]))
+    return report_html(title=f"{snap['source'].label}: workbench report", settings=list(res["settings"]),
+                       tables=page_tables, rows=rows, sources=res["sources"],
+                       timeline_json=work.timeline_figure_json(snap["tl_key"], tls_) if tls_ is not None else None,
+                       notes=notes)
 
-    def _html() -> str:
-        return report_html(title=title, settings=list(res["settings"]), tables=page_tables, rows=rows,
-                           sources=srcs, timeline_json=tl_json, notes=notes)
 
-    st.write("The report and metrics of what the Replay tab shows.")
-    st.download_button("HTML report", data=_html, file_name="workbench-report.html", mime="text/html",
-                       on_click="ignore", key="dl_html")
-    st.download_button("Metrics CSV", data=tables.metrics_csv(rows), file_name="workbench-metrics.csv",
-                       mime="text/csv", on_click="ignore", key="dl_csv")
+def _report_csv(snap: dict[str, Any]) -> bytes:
+    return tables.metrics_csv(_report_results(snap)["rows"])
+
+
+@st.cache_data(show_spinner="Making the report…", max_entries=8, ttl=3600)
+def _report_page_cached(key: str, _snap: dict[str, Any]) -> str:
+    """`_report_page`, cached by what it shows (``key``): reruns while the tab is open reuse it."""
+    return _report_page(_snap)
+
+
+# The downloads are made when the Download tab is open (nothing is measured for them while another tab
+# is shown), from what this run shows: the snapshot holds this run's objects, not names a later run
+# rebinds. They are handed over as bytes, not callables: streamlit names such a file by its content, so
+# its address survives reruns, while a callable gets a new address on every rerun and a click just
+# after one (opening the tab reruns the page) downloaded nothing ("Deferred file ... not found"). So
+# the buttons are drawn only while the tab is open: no stale button to click.
+with t_down, guard(st.error, rename):
+    if t_down.open:
+        _res = ss.get("wb_results")
+        _snap = {"res": _res if _res and _res["source"] == source.key else None, "source": source, "cap": cap,
+                 "conn": conn, "tls": tls, "tl_key": tl_key, "data_dir": data_dir, "made_with": made_with,
+                 "rename": rename}
+        _shown = [_snap["res"][k] for k in ("rows", "settings", "notes")] if _snap["res"] else None
+        _key = json.dumps([source.key, conn, _shown, tl_key, data_dir, made_with], default=str)
+        st.write("The report and metrics of what the Replay tab shows.")
+        st.download_button("HTML report", data=_report_page_cached(_key, _snap),
+                           file_name="workbench-report.html", mime="text/html", on_click="ignore", key="dl_html")
+        st.download_button("Metrics CSV", data=_report_csv(_snap), file_name="workbench-metrics.csv",
+                           mime="text/csv", on_click="ignore", key="dl_csv")
 
 # ----------------------------------------------------------------------------------------- Capture
 with t_capture, guard(st.error, rename):
@@ -512,14 +591,27 @@ with t_capture, guard(st.error, rename):
     c1, c2 = st.columns([3, 1])
     gt = c1.file_uploader("Ground truth to overlay (optional): t_s,rate_mbps or t_s,owd_ms", type=["csv"],
                           key=f"gt|{SKEY}")
-    with st.spinner("Estimating path timelines…"):
-        cv_tls = work.source_timelines(source, cap, conn)
+    cv_tls = work.source_timelines(source, cap, conn)
     gt_path = c2.selectbox("for path", list(cv_tls), key=f"gt_path|{SKEY}")
-    if gt is not None:
-        f = _store().scratch(f"truth-{SKEY}.csv")
-        f.write_bytes(gt.getvalue())
-        truth_files.append((str(f), str(gt_path)))
-    with st.spinner("Drawing the capture…"):
-        lab_dir = str(Path(source.files[0]).parent) if ss.get("input_mode") == "Bundled trace" else None
-        cv_json = work.capture_view_json(source, cap, conn, cv_tls, tuple(truth_files), lab_folder=lab_dir)
-    st.plotly_chart(pio.from_json(cv_json), key="capture_view", width="stretch")
+    # The largest figure of the page (every packet of every path): made and sent only when this tab is
+    # open, so it never delays the first plot nor weighs on the browser while another tab is shown.
+    if t_capture.open:
+        if gt is not None:
+            f = _store().scratch(f"truth-{SKEY}.csv")
+            f.write_bytes(gt.getvalue())
+            truth_files.append((str(f), str(gt_path)))
+        with st.spinner("Drawing the capture…"):
+            lab_dir = str(Path(source.files[0]).parent) if ss.get("input_mode") == "Bundled trace" else None
+            cv_fig = work.capture_view(source, cap, conn, cv_tls, tuple(truth_files), lab_folder=lab_dir)
+        st.plotly_chart(cv_fig, key="capture_view", width="stretch")
+
+# ---------------------------------------------------------------------------------- Overview (last)
+# The Overview's measurements (OOO delays, RTTs and one-way delays of every packet) are the run's
+# slowest step: made last, so that the Paths plot and every control are on screen before them, and
+# only while the Overview is open (the default tab), not on every click elsewhere: a click on
+# another tab before they start reruns the page without them.
+with t_over, guard(st.error, rename):
+    if t_over.open:
+        with st.spinner("Measuring the connection…"):
+            _ov = _overview()
+        _draw_overview(_ov)

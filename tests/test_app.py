@@ -136,6 +136,26 @@ def test_empty_upload_is_refused_before_reading() -> None:
     assert [e.value for e in at.error] == ["x.pcap: empty file"]
 
 
+def test_the_uploader_page_gets_the_first_plot_ready() -> None:
+    """While the uploader waits for a file, the server's import thread is started (once per process)
+    and the page carries a script importing the front end's plotly chunk (a file of this streamlit);
+    a page with a capture on it has no such script."""
+    import streamlit
+
+    from workbench.ui import warm
+
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params["input"] = "upload"
+    at.run()
+    assert not at.exception and not at.error
+    body = "".join(h.proto.body for h in at.get("html"))
+    m = re.search(r"import\('\./static/js/(PlotlyChart\.[\w.-]+\.js)'\)", body)
+    assert m, body
+    assert (Path(streamlit.__file__).parent / "static" / "static" / "js" / m.group(1)).is_file()
+    assert warm.warm_imports() is False, "the page started it already"
+    assert not _app().get("html")
+
+
 def test_upload_of_a_lab_pair_through_the_handler() -> None:
     at = _app()
     at.radio(key="input_mode").set_value("Upload")
@@ -172,9 +192,19 @@ def test_replays_are_cached_by_content_and_settings(monkeypatch: pytest.MonkeyPa
     assert calls == ["upstream", "upstream"], "the second run came from the cache, a new seed did not"
 
 
-def test_download_buttons_are_offered(replayed: AppTest) -> None:
-    labels = [b.proto.label for b in replayed.get("download_button")]
-    assert labels == ["HTML report", "Metrics CSV"]
+def test_download_buttons_are_offered_when_the_tab_is_open(replayed: AppTest) -> None:
+    """Made when the Download tab is open (not on every run while another tab is shown), as files with
+    a fixed address (bytes, not a callable whose address changes with every rerun)."""
+    at = replayed
+    assert not at.get("download_button"), "nothing made for the downloads while another tab is shown"
+    at.session_state["page_tab"] = "Download"
+    at.run()
+    assert not at.exception and not at.error
+    buttons = at.get("download_button")
+    assert [b.proto.label for b in buttons] == ["HTML report", "Metrics CSV"]
+    assert all(not b.proto.deferred_file_id for b in buttons)
+    at.session_state["page_tab"] = "Overview"
+    at.run()
 
 
 HSR = SHARED_TRACES / "hsr-mptcp"

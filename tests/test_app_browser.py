@@ -158,6 +158,18 @@ def test_upload_replay_results_in_browser(server: str, browser: object) -> None:
     print(f"c07 client.pcap: upload -> timeline plot {seconds:.2f} s, replay -> results {time.perf_counter() - t1:.2f} s")
 
 
+def test_uploader_page_loads_plotly_before_the_first_plot(server: str, browser: object) -> None:
+    """The page waiting for an upload fetches and evaluates the front end's plotly chunk (about a
+    second of the first plot's time otherwise), with no chart on the page."""
+    page = _open_upload(browser, server)
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "() => performance.getEntriesByType('resource').some(e => e.name.includes('/PlotlyChart.'))",
+        timeout=60_000)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # type: ignore[attr-defined]
+    _no_exception(page)
+    page.close()  # type: ignore[attr-defined]
+
+
 def test_bad_upload_in_browser_is_one_line(server: str, browser: object, tmp_path: Path) -> None:
     bad = tmp_path / "noise.pcap"
     bad.write_bytes(os.urandom(5000))

@@ -219,13 +219,19 @@ def test_own_scheduler_row_carries_its_error_and_parameters_are_recorded() -> No
 
 def test_capture_tab_draws_every_path_with_timeline_and_ground_truth() -> None:
     """lab/v05 in the Capture tab: four rows per path, the estimated timeline over the delay and
-    throughput rows, and the lab's applied LTE rate (rate2.csv) over the second path."""
+    throughput rows, and the lab's applied LTE rate (rate2.csv) over the second path. The figure is
+    made only while its tab is open (the page's largest: it must not delay the first plot)."""
     import json
 
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.run()
     label = next(o for o in at.selectbox(key="bundled").options if o.startswith("lab/v05"))
     at.selectbox(key="bundled").set_value(label)
+    at.run()
+    _ok(at)
+    assert at.session_state["page_tab"] == "Overview"
+    assert not [c for c in at.get("plotly_chart") if "data sequence number" in c.proto.spec]
+    at.session_state["page_tab"] = "Capture"   # the user opens the Capture tab
     at.run()
     _ok(at)
     chart = next(c for c in at.get("plotly_chart") if "data sequence number" in c.proto.spec)
@@ -237,3 +243,88 @@ def test_capture_tab_draws_every_path_with_timeline_and_ground_truth() -> None:
     import polars as pl
 
     assert truth[0]["y"] == pl.read_csv(ROOT / "traces" / "lab" / "v05" / "rate2.csv")["rate_mbps"].to_list()
+
+
+def _as_upload_exports(pcap: Path, out: Path) -> list[Path]:
+    """tshark CSV exports (one per subflow) of an upload made from a download capture: every data and
+    ACK packet turned around (the client now sends the data, DSNs and data ACKs per packet, as the
+    capture's own analysis placed them), the handshakes left as they were (the client still opens the
+    connection) with the two sequence spaces swapped to match. From the server's capture of lab/c07,
+    this is the server's view of a 4 MB upload: what a kernel run would need root to make."""
+    import polars as pl
+
+    from workbench.capture import load, read_packets
+
+    pk = read_packets(pcap).packets.sort("frame")
+    ev = load(pcap).events
+    assert ev.height == pk.height, "one event per packet"
+    syn = (pl.col("flags") & 0x02) != 0
+    synack = syn & ((pl.col("flags") & 0x10) != 0)
+    ends = [pl.min_horizontal("src", "dst"), pl.max_horizontal("src", "dst"),
+            pl.min_horizontal("sport", "dport"), pl.max_horizontal("sport", "dport")]
+    pk = pk.with_columns(stream=pl.concat_str(ends, separator="|"), dsn=ev["dsn"], dack=ev["data_ack"])
+    isn = pk.filter(syn).group_by("stream").agg(isn_c=pl.col("seq").sort_by("frame").first(),
+                                                isn_s=pl.col("seq").sort_by("frame").last())
+    rows = pk.join(isn, on="stream", how="left").sort("frame").select(
+        "stream",
+        t=(pl.col("t_ns") // 10**9).cast(pl.String) + "." + (pl.col("t_ns") % 10**9).cast(pl.String).str.pad_start(9, "0"),
+        src=pl.when(syn).then("src").otherwise("dst"), dst=pl.when(syn).then("dst").otherwise("src"),
+        sport=pl.when(syn).then("sport").otherwise("dport"), dport=pl.when(syn).then("dport").otherwise("sport"),
+        seq=pl.when(synack).then("isn_c").when(syn).then("isn_s").otherwise("seq"),
+        ack=pl.when(synack).then(pl.col("isn_s") + 1).when(syn).then(0).otherwise("ack"),
+        length="payload_len", flags="flags",
+        dsn=pl.when(pl.col("payload_len") > 0).then(pl.col("dsn") + 1), dack=pl.col("dack") + 1)
+    files = []
+    for i, (_, g) in enumerate(sorted(rows.group_by("stream"), key=lambda kv: kv[1]["t"][0])):
+        f = out / f"upload.1795351719.sf{i}.pcap.csv"
+        g.select(**{"frame.time_epoch": "t", "ip.src": "src", "ip.dst": "dst", "tcp.srcport": "sport",
+                    "tcp.dstport": "dport", "tcp.seq": "seq", "tcp.ack": "ack", "tcp.seq_raw": "seq",
+                    "tcp.ack_raw": "ack", "tcp.len": "length",
+                    "tcp.flags": pl.col("flags").map_elements(lambda v: f"0x{v:04x}", return_dtype=pl.String),
+                    "tcp.options.mptcp.rawdataseqno": "dsn", "tcp.options.mptcp.rawdataack": "dack"}).write_csv(f)
+        files.append(f)
+    return files
+
+
+def test_an_upload_is_replayed_as_compare_replays_it(tmp_path: Path) -> None:
+    """An upload capture (the client sends the data): the page replays the experiment `compare`
+    replays for it (an upload on the timelines as estimated, one settings path), so the capture's own
+    scheduler gets compare's goodput; the Paths tab shows and edits the direction the data took."""
+    from workbench.capture import load
+    from workbench.compare import compare_capture
+
+    files = _as_upload_exports(C07 / "server.pcap", tmp_path)
+    cap = load([str(f) for f in files])
+    assert cap.connections["data_dir"].to_list() == ["c2s"], "an upload"
+    cmp = compare_capture(cap)
+    assert cmp.experiment.transfers[0].direction == "up" and cmp.settings["delivered_bytes"] == 4_000_000
+    at = _upload_page()
+    _upload(at, *files)
+    _ok(at)
+    paths = _frame(at, "what-if")
+    assert "capacity up Mbit/s" in paths.columns and "buffer up B" in paths.columns
+    tls = cmp.timelines
+    bufs = {w.key.rsplit("|", 1)[1]: w.value for w in at.number_input if (w.key or "").startswith("wi_buf|")}
+    assert bufs == {p: int(tl.buffer_up_bytes or 64_000) for p, tl in tls.items()}
+    at.multiselect(key="schedulers").set_value(["upstream"])
+    at.button(key="run_replay").click()
+    at.run()
+    _ok(at)
+    t = _results(at)
+    assert t.loc["upstream", "goodput Mbit/s"] == pytest.approx(cmp.replayed["goodput_mbps"], abs=1e-3)
+    assert t.loc["upstream", "OOO p95 ms"] == pytest.approx(cmp.replayed["ooo_p95_ms"], abs=1e-3)
+    # The Capture tab draws the estimated timeline of the direction the data took (up) over the
+    # capture's throughput.
+    import json
+
+    at.session_state["page_tab"] = "Capture"
+    at.run()
+    _ok(at)
+    spec = json.loads(next(c for c in at.get("plotly_chart") if "data sequence number" in c.proto.spec).proto.spec)
+    drawn = [tr["y"] for tr in spec["data"] if tr.get("name") == "estimated timeline"]
+    for p, tl in tls.items():
+        up = [None if v is None else v / 1e6 for v in tl.steps["capacity_up_bps"].to_list()]
+        assert any(v is not None for v in up)
+        assert any(len(y) >= len(up) and all((a is None and b is None) or (a is not None and b is not None
+                                                                          and abs(a - b) < 1e-9)
+                                             for a, b in zip(y, up, strict=False)) for y in drawn), p

@@ -86,9 +86,10 @@ def lab_truth(folder: str | Path, paths: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _timeline_overlay(tl: Any, origin_ns: int) -> dict[str, list[float | None]]:
+def _timeline_overlay(tl: Any, origin_ns: int, data_dir: str = "s2c") -> dict[str, list[float | None]]:
     """Capacity and one-way delay of the data direction of an estimated timeline as step points
-    (seconds since ``origin_ns``)."""
+    (seconds since ``origin_ns``): "down" for a download, "up" for an upload (``data_dir`` c2s)."""
+    d = "up" if data_dir == "c2s" else "down"
     steps = tl.steps
     t0 = int(tl.t0_epoch_ns or origin_ns)
     ts = [(t0 + int(t) - origin_ns) / 1e9 for t in steps["t_ns"].to_list()]
@@ -98,7 +99,7 @@ def _timeline_overlay(tl: Any, origin_ns: int) -> dict[str, list[float | None]]:
         vals = [None if v is None else float(v) * scale for v in steps[name].to_list()]
         return vals + (vals[-1:] if end else [])
 
-    return {"t_s": ts + end, "capacity_mbps": col("capacity_down_bps", 1e-6), "owd_ms": col("owd_down_ns", 1e-6)}
+    return {"t_s": ts + end, "capacity_mbps": col(f"capacity_{d}_bps", 1e-6), "owd_ms": col(f"owd_{d}_ns", 1e-6)}
 
 
 def capture_view_data(events: pl.DataFrame, conn: int, *, timelines: Any = None,
@@ -166,7 +167,7 @@ def capture_view_data(events: pl.DataFrame, conn: int, *, timelines: Any = None,
             ).drop_nulls("ms"), max_points)
             entry["ooo"] = {"t_s": o["t_s"].to_list(), "ms": o["ms"].to_list()}
         if timelines is not None and p in timelines:
-            entry["timeline"] = _timeline_overlay(timelines[p], origin)
+            entry["timeline"] = _timeline_overlay(timelines[p], origin, data_dir)
         per[p] = entry
     return {"paths": paths, "per_path": per, "truth": [dict(t) for t in truth], "point": point,
             "data_dir": data_dir}

@@ -9,7 +9,9 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["PLOTLY_ASSET", "fmt", "index_page", "input_page"]
+from workbench.report.made_with import DEFAULT_SCHEDULER
+
+__all__ = ["KERNEL_SCHEDULER", "MADE_WITH", "PLOTLY_ASSET", "fmt", "index_page", "input_page"]
 
 PLOTLY_ASSET = "assets/plotly.min.js"
 
@@ -99,20 +101,32 @@ def _metrics_table(data: dict[str, Any]) -> str:
     return "".join(out)
 
 
-# The scheduler a capture is taken to be made with: Linux's default (the lab runs ran it; a capture
-# says nothing about its sender's scheduler).
-MADE_WITH = "upstream"
+# The scheduler an input is taken to be made with when it does not say (`workbench.report.made_with`
+# reads a lab run's results.json and a scenario's scheduler): Linux's default.
+MADE_WITH = DEFAULT_SCHEDULER
+# The scheduler the real kernel runs beside the model (`pipeline._kernel_rows`): upstream's default.
+KERNEL_SCHEDULER = "upstream"
 _TRUST_KEYS = ["goodput_mbps", "completion_s", "ooo_p50_ms", "ooo_p95_ms", "ooo_mean_ms"]
 
 
-def _trust_table(data: dict[str, Any], made_with: str = MADE_WITH) -> str:
-    """How far to trust the replayed rows: the replay of the capture's own scheduler against the
-    observed run, and the real kernel (when it ran the same experiment) against both, per headline
-    metric (empty without a reference to compare with)."""
+def _trust_table(data: dict[str, Any], made_with: str = MADE_WITH, source: str | None = None) -> str:
+    """How far to trust the replayed rows: the model's replay of the scheduler the capture was made
+    with (``made_with``; ``source`` says where the input says so, None = assumed) against the observed
+    run, and the model's upstream replay against the real kernel (which ran upstream on the same
+    experiment), per headline metric. Empty without a reference to compare with; one line when the
+    capture's own scheduler was not replayed."""
     kinds = {c["source"]: c["kind"] for c in data["columns"]}
-    has_obs = kinds.get("observed") == "observed"
-    has_kernel = kinds.get("kernel") == "kernel"
-    if kinds.get(made_with) != "scheduler" or not (has_obs or has_kernel):
+    replayed = {s for s, k in kinds.items() if k == "scheduler"}
+    observed = kinds.get("observed") == "observed"
+    has_obs = observed and made_with in replayed
+    has_kernel = kinds.get("kernel") == "kernel" and KERNEL_SCHEDULER in replayed
+    said = (f"the scheduler the capture was made with, from {_e(source)}" if source is not None else
+            "Linux's default scheduler, assumed to have made the capture: the input does not say which did")
+    if not (has_obs or has_kernel):
+        if observed and replayed:
+            return (f'<p class="cap">How far to trust these rows: the capture\'s own scheduler, <b>{_e(made_with)}'
+                    f"</b> ({said}), was not replayed; add it to the schedulers to compare it with what was "
+                    "observed.</p>")
         return ""
 
     def err(a: Any, b: Any) -> tuple[str, str]:
@@ -121,32 +135,44 @@ def _trust_table(data: dict[str, Any], made_with: str = MADE_WITH) -> str:
         e = a - b
         return fmt(e), (f"{e / abs(b) * 100:+.1f} %" if b else "–")
 
-    head = ["metric", "unit"] + (["observed"] if has_obs else []) + ["model"] + (["kernel"] if has_kernel else [])
+    # One model column per reference scheduler: the capture's own against the observed run, upstream
+    # against the kernel (the same column when they are one scheduler).
+    models = list(dict.fromkeys([*([made_with] if has_obs else []), *([KERNEL_SCHEDULER] if has_kernel else [])]))
+    label = {m: "model" if len(models) == 1 else f"model ({m})" for m in models}
+    head = (["metric", "unit"] + (["observed"] if has_obs else []) + [label[m] for m in models]
+            + (["kernel"] if has_kernel else []))
     if has_obs:
-        head += ["model − observed", "%"]
+        head += [f"{label[made_with]} − observed", "%"]
     if has_kernel:
-        head += ["model − kernel", "%"] + (["kernel − observed", "%"] if has_obs else [])
+        head += [f"{label[KERNEL_SCHEDULER]} − kernel", "%"]
+        if has_obs and made_with == KERNEL_SCHEDULER:
+            head += ["kernel − observed", "%"]
     rows = []
     for m in data["table"]:
         if m["key"] not in _TRUST_KEYS:
             continue
         v = m["values"]
-        o, r, k = v.get("observed"), v.get(made_with), v.get("kernel")
-        cells = [_e(m["label"]), _e(m["unit"])] + ([fmt(o)] if has_obs else []) + [fmt(r)] + ([fmt(k)] if has_kernel else [])
+        o, k = v.get("observed"), v.get("kernel")
+        cells = ([_e(m["label"]), _e(m["unit"])] + ([fmt(o)] if has_obs else []) + [fmt(v.get(x)) for x in models]
+                 + ([fmt(k)] if has_kernel else []))
         if has_obs:
-            cells += list(err(r, o))
+            cells += list(err(v.get(made_with), o))
         if has_kernel:
-            cells += list(err(r, k)) + (list(err(k, o)) if has_obs else [])
+            cells += list(err(v.get(KERNEL_SCHEDULER), k))
+            if has_obs and made_with == KERNEL_SCHEDULER:
+                cells += list(err(k, o))
         num = ' class="num"'
         rows.append("<tr>" + "".join(f"<td{num if i >= 2 else ''}>{c}</td>" for i, c in enumerate(cells)) + "</tr>")
     if not rows:
         return ""
-    what = ("the real Linux kernel running the same experiment (network namespaces, workbench lab)"
-            if has_kernel else "")
-    ref = " and ".join(x for x in ("what was observed" if has_obs else "", what) if x)
-    return (f"<h3>How far to trust these rows</h3><p class=\"cap\">The model's replay of <b>{_e(made_with)}</b> "
-            f"(Linux's default scheduler, which the capture is taken to be made with) against {ref}. The other "
-            "rows share its timelines and settings: expect errors of this size in them too.</p>"
+    parts = []
+    if has_obs:
+        parts.append(f"The model's replay of <b>{_e(made_with)}</b> ({said}) against what was observed.")
+    if has_kernel:
+        parts.append(f"The model's replay of <b>{KERNEL_SCHEDULER}</b> against the real Linux kernel running it on "
+                     "the same experiment (network namespaces, workbench lab).")
+    return ("<h3>How far to trust these rows</h3><p class=\"cap\">" + " ".join(parts) + " The other rows share "
+            "these timelines and settings: expect errors of this size in them too.</p>"
             "<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
 
 
@@ -180,7 +206,8 @@ def input_page(result: dict[str, Any], figures: Sequence[tuple[str, str, Any]]) 
                  "same workload, same seed); the arrow says whether lower or higher is better; completion time "
                  "is compared only for finite transfers. The observed row is the real run, baseline rows are "
                  "single-path TCP on each path alone (grey).</p>")
-    parts.append(_trust_table(data))
+    made = result.get("made_with") or {}
+    parts.append(_trust_table(data, made.get("scheduler") or MADE_WITH, made.get("source")))
     parts.append(_metrics_table(data))
     for fig_id, caption, fig in figures:
         div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"fig-{fig_id}",

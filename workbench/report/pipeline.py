@@ -18,6 +18,9 @@ module only decides what to run and with which workload and duration:
   delay before joining subflows), an upstream-Linux stack (32 MiB receive buffer, autotuned send
   buffer) and ``--cc``; what the capture cannot say (CSV exports have no frame lengths) falls back
   to the model's defaults, with a note;
+* the scheduler the input was made with (`workbench.report.made_with`: a lab run's results.json, a
+  scenario's ``scheduler:``, else Linux's default, assumed) is recorded as ``made_with``: the trust
+  table compares the model's replay of that scheduler with what was observed;
 * every replay is an `Experiment` run on a backend (`workbench.backends`): the model for every
   scheduler and the single-path baselines, and with ``kernel`` also the real Linux kernel for the
   scheduler it runs (upstream default), whose row carries its difference from the model's;
@@ -124,22 +127,23 @@ def _finite_transfer(events: Any, summary: dict[str, Any]) -> bool:
     return finished_transfer(events, summary)
 
 
-def _input_timelines(spec: JobSpec, *, allow_outside: bool = False) -> tuple[Any, Any, Any, int | None]:
+def _input_timelines(spec: JobSpec, *, allow_outside: bool = False) -> tuple[Any, Any, Any, int | None, Any]:
     """Timelines of a non-capture input, and what the file itself asks for: workload spec, stack
-    profile and duration (None where it says nothing). A scenario's referenced files must lie in its
-    folder unless `allow_outside`."""
+    profile, duration and scheduler (None where it says nothing). A scenario's referenced files must
+    lie in its folder unless `allow_outside`."""
     from workbench.timeline import Timelines, load_timelines, read_mahimahi, read_rate_csv, read_scenario
     path = Path(spec.files[0])
     if spec.kind == "timelines":
-        return load_timelines(path), None, None, None
+        return load_timelines(path), None, None, None, None
     if spec.kind == "scenario":
         from workbench.scenario import load_scenario
         sc = load_scenario(path, allow_outside=allow_outside)
-        return read_scenario(path, allow_outside=allow_outside), sc.workload_spec, sc.stack, sc.duration_ns
+        return (read_scenario(path, allow_outside=allow_outside), sc.workload_spec, sc.stack, sc.duration_ns,
+                sc.scheduler)
     if spec.kind == "rate":
-        return Timelines([read_rate_csv(path, kind="capacity", name=path.stem)]), None, None, None
+        return Timelines([read_rate_csv(path, kind="capacity", name=path.stem)]), None, None, None, None
     if spec.kind == "mahimahi":
-        return Timelines([read_mahimahi(path, name=path.stem)]), None, None, None
+        return Timelines([read_mahimahi(path, name=path.stem)]), None, None, None, None
     raise InputError(path, f"cannot take timelines from a {spec.kind} input")
 
 
@@ -206,6 +210,7 @@ def run_job(spec: JobSpec, settings: ReportSettings, progress: Progress | None =
         "id": spec.id, "label": spec.label, "kind": spec.kind, "status": "error", "error": spec.error,
         "note": None, "files": [], "warnings": [], "notes": [], "metrics_parquet": None, "figures": None,
         "workload": None, "duration_ns": None, "connection": None, "wall_s": 0.0, "trace": None,
+        "made_with": None,
     }
     for f in [*spec.files, *([spec.peer] if spec.peer else [])]:
         role = "peer" if f == spec.peer else "input"
@@ -233,7 +238,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
     from workbench.capture_experiment import capture_stack, timelines_experiment
     from workbench.experiment import BulkWorkload, FiniteWorkload, SchedulerSpec, workload_text
     from workbench.metrics import aggregation_benefit
-    from workbench.report import figures
+    from workbench.report import figures, made_with
     from workbench.timeline import estimate_timelines, fill_unknown, timeline_figure
 
     n_steps = 3 + len(settings.schedulers) + (1 if settings.baselines else 0) + (1 if settings.kernel else 0)
@@ -248,6 +253,10 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
     observed = None
     if spec.kind in ("capture", "csv"):
         from workbench.capture import load
+        # The scheduler the capture was made with, where the lab run beside it says (the trust table's
+        # reference), else Linux's default, assumed.
+        said = made_with.from_lab_run(Path(spec.files[0]).parent) if spec.kind == "capture" else None
+        result["made_with"] = (said or made_with.assumed()).to_dict()
         src: Any = spec.files[0] if spec.kind == "capture" else list(spec.files)
         cap = load(src, peer=spec.peer, path_names=dict(spec.path_names) or None)
         result["warnings"] = list(cap.warnings)
@@ -288,8 +297,9 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
             return
         result["capture_view"] = _capture_view(ev, conn, timelines, spec, settings.max_points)
     else:
-        timelines, file_workload, file_stack, file_ns = _input_timelines(
+        timelines, file_workload, file_stack, file_ns, file_scheduler = _input_timelines(
             spec, allow_outside=settings.allow_outside_refs)
+        result["made_with"] = (made_with.from_scenario(file_scheduler) or made_with.assumed()).to_dict()
         cap_ns = settings.duration_ns or file_ns or _timelines_span_ns(timelines) or DEFAULT_DURATION_NS
         workload = file_workload if file_workload is not None else BulkWorkload()
         result["workload"] = "bulk" if file_workload is None else f"from the file: {workload_text(file_workload)}"

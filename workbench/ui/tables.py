@@ -74,16 +74,18 @@ def owd_table(overview: dict[str, Any]) -> pl.DataFrame:
     return _round(pl.DataFrame(rows, infer_schema_length=None)) if rows else pl.DataFrame({"path": []})
 
 
-def timelines_table(tls: Any) -> pl.DataFrame:
-    """Mean capacity, one-way delay, loss and buffer per path, with the what-if notes."""
+def timelines_table(tls: Any, direction: str = "down") -> pl.DataFrame:
+    """Mean capacity, one-way delay, loss and buffer per path, with the what-if notes; capacity, loss
+    and buffer of the data direction (``direction``: "down", or "up" for an upload)."""
+    d = "up" if direction == "up" else "down"
     rows = []
     for name, tl in tls.items():
-        cap, od, ou, loss = (tl.mean("capacity_down_bps"), tl.mean("owd_down_ns"), tl.mean("owd_up_ns"),
-                             tl.mean("loss_down"))
-        rows.append({"path": name, "capacity down Mbit/s": cap / 1e6 if cap is not None else None,
+        cap, od, ou, loss = (tl.mean(f"capacity_{d}_bps"), tl.mean("owd_down_ns"), tl.mean("owd_up_ns"),
+                             tl.mean(f"loss_{d}"))
+        rows.append({"path": name, f"capacity {d} Mbit/s": cap / 1e6 if cap is not None else None,
                      "OWD down ms": od / 1e6 if od is not None else None,
-                     "OWD up ms": ou / 1e6 if ou is not None else None, "loss down": loss,
-                     "buffer down B": tl.buffer_down_bytes,
+                     "OWD up ms": ou / 1e6 if ou is not None else None, f"loss {d}": loss,
+                     f"buffer {d} B": tl.buffer_up_bytes if d == "up" else tl.buffer_down_bytes,
                      "what-if": "; ".join(n.removeprefix("what-if: ") for n in tl.notes if n.startswith("what-if"))})
     return _round(pl.DataFrame(rows, infer_schema_length=None))
 

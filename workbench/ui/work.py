@@ -5,13 +5,13 @@ what-if timelines -> one replay per scheduler -> metrics rows and figure series.
 by a string built from the content hash of the input files and the settings that matter, so the same
 upload in another tab or session, or revisiting a tab, reuses the result instead of recomputing.
 
-Two caches: ``st.cache_resource`` for the big shared objects (a `Capture`, `Timelines`: returned as
-is, never copied; treated as read-only, which the library's functions respect since they return new
-objects), ``st.cache_data`` for replay results (plain dicts, small). Arguments whose names start
-with ``_`` are not hashed by streamlit: they are the objects the key already stands for.
+Two caches: ``st.cache_resource`` for the big shared objects (a `Capture`, `Timelines`, plotly
+figures: returned as is, never copied; treated as read-only, which the library's functions respect
+since they return new objects), ``st.cache_data`` for replay results (plain dicts, small). Arguments
+whose names start with ``_`` are not hashed by streamlit: they are the objects the key stands for.
 
 The functions here decide what to run; every number comes from `workbench.*` (inspect, timeline,
-compare.replay_settings, replay, metrics, report.figures). The uncached ``compute_*`` functions are
+capture_experiment, replay, metrics, report.figures). The uncached ``compute_*`` functions are
 the ones tests call directly.
 """
 
@@ -32,18 +32,19 @@ __all__ = [
     "DEFAULT_OWD_NS",
     "FINITE_CAP_FACTOR",
     "RCV_BUF_DEFAULT",
+    "ConnSettings",
     "ConnSpec",
     "ReplaySetup",
     "ReplaySpec",
     "Source",
     "WhatIf",
     "WorkloadSpec",
-    "as_download",
     "bundled_sources",
-    "capture_view_json",
+    "capture_view",
     "compute_kernel",
     "compute_replay",
-    "connection_stack",
+    "connection_settings",
+    "data_direction",
     "file_key",
     "fill_notes",
     "kernel_available",
@@ -56,7 +57,10 @@ __all__ = [
     "replay_scheduler",
     "replay_setup",
     "sent_bytes",
+    "source_direction",
     "source_timelines",
+    "timeline_figure",
+    "timeline_figure_json",
     "trust_warnings",
     "whatif_timelines",
 ]
@@ -193,40 +197,21 @@ def load_source(source: Source, connection: int | None = None) -> tuple[Any, dic
 # Timelines and what-if edits
 
 def compute_timelines(cap: Any, conn: int) -> Any:
-    """Path timelines estimated from the connection's packets (`estimate_timelines`); a connection
-    whose data flows client -> server (an upload) is turned around (`as_download`), since a replay
-    sends its data down the paths."""
-    import polars as pl
-
+    """Path timelines estimated from the connection's packets (`estimate_timelines`), as they are: an
+    upload (data client -> server) is replayed as one (`replay_setup` sets the experiment's direction,
+    as `compare` and `report` do), so its timelines are not turned around."""
     from workbench.timeline import estimate_timelines
 
-    ev = cap.connection(conn)
-    tls = estimate_timelines(ev)
-    data = ev.filter(pl.col("payload_bytes") > 0)
-    up = int(data.filter(pl.col("dir") == "c2s")["payload_bytes"].sum() or 0)
-    down = int(data.filter(pl.col("dir") == "s2c")["payload_bytes"].sum() or 0)
-    return as_download(tls) if up > down else tls
+    return estimate_timelines(cap.connection(conn))
 
 
-def as_download(tls: Any) -> Any:
-    """``tls`` with every path's directions swapped (capacity, delay, loss, buffer): an upload's
-    uplink becomes the replay's downlink, which is where a replay sends its data."""
-    import dataclasses
+def data_direction(cap: Any, conn: int) -> str:
+    """Which way the connection's data went: "down" (server -> client, a download) or "up" (an
+    upload), by `workbench.metrics.data_direction` (more payload bytes; ties are downloads). The Paths
+    tab shows and edits that direction's columns."""
+    from workbench.metrics import data_direction as dd
 
-    from workbench.timeline import Timelines
-
-    def swap(name: str) -> str:
-        return name.replace("_down", "_tmp").replace("_up", "_down").replace("_tmp", "_up")
-
-    out = []
-    for tl in tls.values():
-        steps = tl.steps.rename({c: swap(c) for c in tl.steps.columns if "_down" in c or "_up" in c})
-        out.append(dataclasses.replace(
-            tl, steps=steps.select(tl.steps.columns), buffer_down_bytes=tl.buffer_up_bytes,
-            buffer_up_bytes=tl.buffer_down_bytes, buffer_down_src=tl.buffer_up_src, buffer_up_src=tl.buffer_down_src,
-            notes=(*tl.notes, "directions swapped: the capture's data flows client -> server (an upload), "
-                              "replayed as the data direction of the path")))
-    return Timelines(out)
+    return "up" if dd(cap.connection(conn), conn) == "c2s" else "down"
 
 
 @st.cache_resource(show_spinner=False, max_entries=16, ttl=3600)
@@ -237,6 +222,16 @@ def _timelines_cached(key: str, conn: int, _cap: Any) -> Any:
 def source_timelines(source: Source, cap: Any, conn: int) -> Any:
     """Estimated timelines of one connection, cached by the source's key."""
     return _timelines_cached(source.key, conn, cap)
+
+
+@st.cache_data(show_spinner=False, max_entries=64, ttl=3600)
+def _direction_cached(key: str, conn: int, _cap: Any) -> str:
+    return data_direction(_cap, conn)
+
+
+def source_direction(source: Source, cap: Any, conn: int) -> str:
+    """`data_direction` of one connection, cached by the source's key."""
+    return _direction_cached(source.key, conn, cap)
 
 
 @dataclass(frozen=True)
@@ -292,16 +287,23 @@ def whatif_timelines(source_key: str, tls: Any, edits: dict[str, WhatIf]) -> tup
     return _whatif_cached(key, wkey, tls, edits), key
 
 
-@st.cache_data(show_spinner=False, max_entries=32, ttl=3600)
-def _timeline_figure_json(key: str, _tls: Any) -> str:
-    from workbench.timeline import timeline_figure
+@st.cache_resource(show_spinner=False, max_entries=32, ttl=3600)
+def _timeline_figure(key: str, _tls: Any) -> Any:
+    from workbench.timeline import timeline_figure as figure
 
-    return str(timeline_figure(_tls).to_json())
+    return figure(_tls)
+
+
+def timeline_figure(key: str, tls: Any) -> Any:
+    """The plotly figure of the timelines (`workbench.timeline.timeline_figure`), cached by the
+    timelines' key and shared as is (read-only: `st.plotly_chart` copies what it sends). A figure
+    object, not its JSON: building a figure again from JSON re-validates every trace, on every rerun."""
+    return _timeline_figure(key, tls)
 
 
 def timeline_figure_json(key: str, tls: Any) -> str:
-    """The plotly figure of the timelines as JSON (`timeline_figure`), cached by the timelines' key."""
-    return _timeline_figure_json(key, tls)
+    """`timeline_figure` as plotly JSON (what the HTML report embeds)."""
+    return str(timeline_figure(key, tls).to_json())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -353,21 +355,38 @@ class ReplaySpec:
         return hashlib.sha256(json.dumps(doc, default=str).encode()).hexdigest()
 
 
-def connection_stack(cap: Any, conn: int, spec: ConnSpec) -> tuple[Any, int, list[str]]:
-    """(stack profile, join delay, notes) of the replays: `workbench.capture_experiment`, the one
-    builder `compare` and `report` use too (MSS, header bytes and join delay as the capture shows
-    them, an upstream-Linux stack), with the user's buffers and congestion control. What the capture
-    cannot say (CSV exports: no frame lengths) falls back to the model's defaults, with a note."""
+@dataclass(frozen=True)
+class ConnSettings:
+    """What the replays take from the capture besides its paths: the stack, when the client joined its
+    second subflow, and which way the data went ("down" or "up": an upload is replayed as one)."""
+
+    stack: Any
+    join_after_ns: int
+    direction: str
+    notes: tuple[str, ...] = ()
+
+
+def connection_settings(cap: Any, conn: int, spec: ConnSpec) -> ConnSettings:
+    """The connection settings of the replays, from `workbench.capture_experiment.capture_settings`:
+    the one reader `compare` and `report` use too (MSS, header bytes, join delay and data direction as
+    the capture shows them, an upstream-Linux stack), with the user's buffers and congestion control.
+    What the capture cannot say (CSV exports: no frame lengths) falls back to the model's defaults,
+    with a note."""
     from workbench.capture_experiment import capture_settings, capture_stack
 
     try:
         cs = capture_settings(cap, conn)
     except (InputError, TypeError, ValueError) as e:
-        return (capture_stack(None, congestion_control=spec.cc, rcv_buf_bytes=spec.rcv_buf_bytes,
-                              send_buf_bytes=spec.send_buf_bytes), 0,
-                [f"connection settings not readable from the capture ({e}): model defaults used"])
-    return (capture_stack(cs, congestion_control=spec.cc, rcv_buf_bytes=spec.rcv_buf_bytes,
-                          send_buf_bytes=spec.send_buf_bytes), cs.join_after_ns, list(cs.warnings))
+        try:
+            direction = data_direction(cap, conn)
+        except (InputError, ValueError):
+            direction = "down"
+        return ConnSettings(capture_stack(None, congestion_control=spec.cc, rcv_buf_bytes=spec.rcv_buf_bytes,
+                                          send_buf_bytes=spec.send_buf_bytes), 0, direction,
+                            (f"connection settings not readable from the capture ({e}): model defaults used",))
+    return ConnSettings(capture_stack(cs, congestion_control=spec.cc, rcv_buf_bytes=spec.rcv_buf_bytes,
+                                      send_buf_bytes=spec.send_buf_bytes), cs.join_after_ns, cs.direction,
+                        tuple(cs.warnings))
 
 
 def replay_plan(cap: Any, conn: int, overview: dict[str, Any], wl: WorkloadSpec) -> tuple[Any, int, str]:
@@ -460,14 +479,18 @@ class ReplaySetup:
 def replay_setup(cap: Any, conn: int, overview: dict[str, Any], tls: Any, wl: WorkloadSpec,
                  cs: ConnSpec) -> ReplaySetup:
     """The one function that turns the page's inputs (capture, timelines with what-if, workload and
-    connection settings) into what is replayed; see `ReplaySetup`."""
+    connection settings) into what is replayed; see `ReplaySetup`. With the defaults (captured
+    workload, cubic, autotuned send buffer, 32 MiB receive buffer, seed 0) it is the experiment
+    `workbench.compare.compare_capture` replays for the same capture, uploads included (tested)."""
     from workbench.capture_experiment import timelines_experiment
 
     workload, duration_ns, text = replay_plan(cap, conn, overview, wl)
-    stack, join_ns, notes = connection_stack(cap, conn, cs)
-    e = timelines_experiment(tls, workload=workload, scheduler="upstream", stack=stack, seed=int(cs.seed),
-                             duration_ns=int(duration_ns), join_after_ns=join_ns, default_owd_ns=DEFAULT_OWD_NS)
-    return ReplaySetup(e, text, tuple(notes))
+    settings = connection_settings(cap, conn, cs)
+    e = timelines_experiment(tls, workload=workload, scheduler="upstream", stack=settings.stack,
+                             seed=int(cs.seed), duration_ns=int(duration_ns), join_after_ns=settings.join_after_ns,
+                             direction="up" if settings.direction == "up" else "down",
+                             default_owd_ns=DEFAULT_OWD_NS)
+    return ReplaySetup(e, text, settings.notes)
 
 
 def kernel_available() -> str | None:
@@ -594,22 +617,23 @@ def trust_warnings(source: Source, warnings: Sequence[str], tls: Any) -> list[st
     return list(dict.fromkeys(out))
 
 
-@st.cache_data(show_spinner=False, max_entries=16, ttl=3600)
+@st.cache_resource(show_spinner=False, max_entries=16, ttl=3600)
 def _capture_view_cached(key: str, conn: int, truth_key: tuple[tuple[str, str], ...], lab_folder: str | None,
-                         _truth: tuple[tuple[str, str], ...], _cap: Any, _tls: Any) -> str:
+                         _truth: tuple[tuple[str, str], ...], _cap: Any, _tls: Any) -> Any:
     from workbench.report.capture_views import capture_view_data, capture_view_figure, lab_truth, read_truth
 
     truth = [read_truth(f, path_name=p) for f, p in _truth]
     if lab_folder and not truth:
         truth = lab_truth(lab_folder, list(_tls))
     data = capture_view_data(_cap.connection(conn), conn, timelines=_tls, truth=truth)
-    return str(capture_view_figure(data, title="").to_json())
+    return capture_view_figure(data, title="")
 
 
-def capture_view_json(source: Source, cap: Any, conn: int, tls: Any, truth: tuple[tuple[str, str], ...] = (),
-                      *, lab_folder: str | None = None) -> str:
-    """The capture views (`workbench.report.capture_views`) as plotly JSON, cached by the source's
-    key, the connection and the ground-truth files (by content). ``lab_folder``: a bundled lab run's
-    folder, whose ``rate<N>.csv`` / ``owd<N>.csv`` are overlaid when no file is given."""
+def capture_view(source: Source, cap: Any, conn: int, tls: Any, truth: tuple[tuple[str, str], ...] = (),
+                 *, lab_folder: str | None = None) -> Any:
+    """The capture views (`workbench.report.capture_views`) as a plotly figure, cached by the source's
+    key, the connection and the ground-truth files (by content), shared as is (read-only).
+    ``lab_folder``: a bundled lab run's folder, whose ``rate<N>.csv`` / ``owd<N>.csv`` are overlaid
+    when no file is given."""
     truth_key = tuple((file_key(f), p) for f, p in truth)
     return _capture_view_cached(source.key, conn, truth_key, lab_folder, tuple(truth), cap, tls)
