@@ -126,3 +126,26 @@ def test_upload_capture_from_the_kernel_compares_and_reports(tmp_path: Path) -> 
     assert r.returncode == 0, r.stderr
     wide = pl.read_csv(out / "metrics_wide.csv")
     assert set(wide["source"]) >= {"observed", "upstream"}
+
+
+def test_tune_replays_an_upload_capture_as_compare_does(tmp_path: Path) -> None:
+    """An upload made by the real kernel (the client sends): `tune`'s input for its capture pair is the
+    experiment `compare` replays, an upload with the capture's stack, not the timelines turned around."""
+    require_lab()
+    from workbench.backends import get_backend
+    from workbench.capture import load
+    from workbench.compare import compare_capture
+    from workbench.experiment import BulkWorkload, experiment_from_paths, stack_profile, two_way_path
+    from workbench.tune.inputs import load_inputs
+
+    paths = [two_way_path("wifi", rate_bps=20e6, owd_ns=10_000_000, buffer_bytes=75_000),
+             two_way_path("lte", rate_bps=8e6, owd_ns=30_000_000, buffer_bytes=120_000)]
+    e = experiment_from_paths(paths, workload=BulkWorkload(stop_ns=2_000_000_000), scheduler="upstream",
+                              direction="up", stack=stack_profile("linux-upstream"), duration_ns=3_000_000_000)
+    run = get_backend("kernel").run(e, workdir=tmp_path / "lab")
+    client, server = Path(run.provenance["workdir"]) / "client.pcap", Path(run.provenance["workdir"]) / "server.pcap"
+    tuned = load_inputs([f"{client}+{server}"])[0].experiment
+    cmp = compare_capture(load(client, peer=server))
+    assert cmp.experiment.transfers[0].direction == "up"
+    assert tuned.transfers[0].direction == "up"
+    assert tuned.links == cmp.experiment.links and tuned.stack == cmp.experiment.stack

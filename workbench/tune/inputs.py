@@ -141,16 +141,17 @@ def _one(text: str, *, workload: Any, duration_ns: int | None) -> TuneInput:
         tls = open_timelines(parts)
     span = _timeline_span_ns(tls)
     dur = cap if cap is not None else min(span or DEFAULT_MAX_DURATION_NS, DEFAULT_MAX_DURATION_NS)
-    stack, join_ns = stack_profile("linux-upstream"), 0
+    stack, join_ns, direction = stack_profile("linux-upstream"), 0, "down"
     if kinds[0] == "capture":
         # a capture (pair): the stack it shows, as compare, report and the page read it
         from workbench.capture import load
         from workbench.capture_experiment import capture_settings, capture_stack
         cap_obj = load(parts[0], peer=parts[1] if len(parts) == 2 and kinds[1] == "capture" else None)
         cs = capture_settings(cap_obj, cap_obj.main_connection)
-        stack, join_ns = capture_stack(cs), cs.join_after_ns
+        # an upload capture is replayed as an upload, as compare, report and the page do
+        stack, join_ns, direction = capture_stack(cs), cs.join_after_ns, cs.direction
     e = timelines_experiment(tls, workload=workload, scheduler="upstream", stack=stack, duration_ns=int(dur),
-                             join_after_ns=join_ns)
+                             join_after_ns=join_ns, direction=direction)
     return TuneInput(text, text, e, {"kind": "timelines", "span_ns": span})
 
 
