@@ -25,7 +25,7 @@ from workbench.backends._kernel.accuracy import summarize_accuracy
 from workbench.backends._kernel.emulation import Emulation, LinkPlan, PathPlan
 from workbench.backends._kernel.probing import probe_run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]  # the emulator held to 1 %: alone on the machine
 
 MS = 1_000_000
 S = 1_000_000_000

@@ -32,6 +32,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=900, cwd=REPO)
 
 
+@pytest.mark.exclusive  # the kernel held to what was observed: alone on the machine
 def test_compare_puts_model_and_kernel_side_by_side() -> None:
     require_lab()
     # c01 (8 s bulk), not c07: the kernel's own run-to-run spread on c07's 1 s, 4 MB transfer is
