@@ -26,7 +26,14 @@ sys.path.insert(0, str(REPO))
 
 import polars as pl  # noqa: E402
 
-from benchmarks.fidelity import QUICK, TARGETS, compare, run_matrix, verdicts_per_kernel_run  # noqa: E402
+from benchmarks.fidelity import (  # noqa: E402
+    QUICK,
+    TARGETS,
+    compare,
+    kernel_self_agreement,
+    run_matrix,
+    verdicts_per_kernel_run,
+)
 from tests._kernel import require_lab  # noqa: E402
 
 # The kernel's behaviour on these paths depends on the machine's load (its own spread under a
@@ -68,7 +75,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("buf-0.25bdp", "ooo_p95"): "model 168.7 / kernel 49.0 ms: " + _SMALL_BUF,
     ("buf-20bdp", "ooo_p95"): "model 36.0 / kernel 67.6 ms: " + _DEEP_QUEUE,
     ("buf-20bdp", "rtt_p50"): "RTT p50 +27 % off on one path: " + _DEEP_QUEUE,
-    ("rmem-2M", "rtt_p50"): "RTT p50 -36 % in the model on one path: " + _DEEP_QUEUE,
     ("ping-tmobile", "ooo_p50"): "model 7.0 / kernel 0.0 ms: " + _OOO_SLOW,
     ("finite-2M-rtt-x8", "goodput"): "model 17.54 / kernel 21.05 Mbit/s (-17 %), completion 0.91 / 0.76 s, "
                                      "retransmissions 56 / 9: the model loses and recovers where the kernel does "
@@ -91,12 +97,14 @@ KERNEL_FLIPS: dict[tuple[str, str], str] = {
                             "test, against the model's 0.0: the kernel's reordering on this pair varies run to run",
     ("rmem-2M", "ooo_p95"): "kernel OOO p95 144.8 ms (full matrix) but 80.3 ms in a later run of this test, against the "
                             "model's 67.7: inside or outside 25 % by run",
+    ("rmem-2M", "rtt_p50"): "the slow path's kernel RTT p50 was 255 / 239 ms in the full matrix (model 157 ms, "
+                            "-36 %) but near the model's in a later run of this test (-12 %)",
     ("up-rate-x2", "ooo_p50"): "OOO p50 model 3.6 ms against 5.6 ms (seed mean), 1.0-1.1 x the tolerance by seed",
 }
 
 
 @pytest.fixture(scope="module")
-def matrix() -> tuple[pl.DataFrame, list, dict]:
+def matrix() -> tuple[pl.DataFrame, list, dict, dict]:
     require_lab()
     cfgs = QUICK()
     assert len(cfgs) >= 6, "the CI subset must hold at least six configurations"
@@ -110,7 +118,7 @@ def matrix() -> tuple[pl.DataFrame, list, dict]:
         df = pl.concat([df.filter(~((pl.col("config") == name) & (pl.col("seed") == seed)
                                     & (pl.col("backend") == "kernel"))), again], how="vertical_relaxed")
     cmp, excluded = compare(df, cfgs)
-    return cmp, excluded, verdicts_per_kernel_run(df, cfgs)
+    return cmp, excluded, verdicts_per_kernel_run(df, cfgs), kernel_self_agreement(df, cfgs)
 
 
 def _describe(r: dict, target: str) -> str:
@@ -123,8 +131,8 @@ def _describe(r: dict, target: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("target", list(TARGETS))
-def test_model_within_targets_or_a_named_gap(matrix: tuple[pl.DataFrame, list, dict], target: str) -> None:
-    cmp, excluded, per_run = matrix
+def test_model_within_targets_or_a_named_gap(matrix: tuple[pl.DataFrame, list, dict, dict], target: str) -> None:
+    cmp, excluded, per_run, kernel_self = matrix
     outside, healed, unjudged, irreproducible, flips = [], [], [], [], []
     for r in cmp.iter_rows(named=True):
         if not r["n_kernel"]:
@@ -135,9 +143,12 @@ def test_model_within_targets_or_a_named_gap(matrix: tuple[pl.DataFrame, list, d
         if (r["config"], target) in KERNEL_FLIPS:
             flips.append(f"{r['config']}: {_describe(r, target)}")
             continue
-        if ok is not None and per_run[(r["config"], target)] is None:
-            # Against one kernel run the model is inside, against the other outside: the kernel's own
-            # spread decides the verdict, so this pair says nothing either way.
+        if ok is not None and (per_run[(r["config"], target)] is None
+                               or kernel_self[r["config"]][target] is False):
+            # Against one kernel run the model is inside, against the other outside, or the two kernel
+            # runs differ from each other by more than the target (buf-0.25bdp's share once swung 8
+            # points between them, the model in the middle): the kernel's own spread decides the
+            # verdict, so this pair says nothing either way.
             irreproducible.append(f"{r['config']}: {_describe(r, target)}")
             continue
         if ok is not None:
