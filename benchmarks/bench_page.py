@@ -137,38 +137,40 @@ def _new_page(browser: Any) -> Any:
     return browser.new_page(viewport={"width": 1400, "height": 1000})
 
 
-def first_visit_uploader(browser: Any, base: str, pid: int) -> tuple[float, float, float]:
+def _timed_visit(browser: Any, url: str, pid: int, until: Callable[[Any], None]) -> tuple[float, float, float]:
+    """Wall and CPU time from opening ``url`` in a fresh page until ``until(page)`` returns."""
     page = _new_page(browser)
     span = Span(pid)
-    page.goto(base + "/?input=upload", wait_until="commit")
-    page.locator(_UPLOADER).first.wait_for(state="attached", timeout=_TIMEOUT_MS)
-    _idle(page)
+    page.goto(url, wait_until="commit")
+    until(page)
     out = span.stop()
     page.close()
     return out
+
+
+def _uploader_ready(page: Any) -> None:
+    page.locator(_UPLOADER).first.wait_for(state="attached", timeout=_TIMEOUT_MS)
+    _idle(page)
+
+
+def first_visit_uploader(browser: Any, base: str, pid: int) -> tuple[float, float, float]:
+    return _timed_visit(browser, base + "/?input=upload", pid, _uploader_ready)
 
 
 def first_visit_click_upload(browser: Any, base: str, pid: int) -> tuple[float, float, float]:
-    page = _new_page(browser)
-    span = Span(pid)
-    page.goto(base + "/", wait_until="commit")
-    page.locator('[data-testid="stSidebar"]').get_by_text("Upload", exact=True).click(timeout=_TIMEOUT_MS)
-    page.locator(_UPLOADER).first.wait_for(state="attached", timeout=_TIMEOUT_MS)
-    _idle(page)
-    out = span.stop()
-    page.close()
-    return out
+    def click_then_ready(page: Any) -> None:
+        page.locator('[data-testid="stSidebar"]').get_by_text("Upload", exact=True).click(timeout=_TIMEOUT_MS)
+        _uploader_ready(page)
+
+    return _timed_visit(browser, base + "/", pid, click_then_ready)
 
 
 def first_visit_default(browser: Any, base: str, pid: int) -> tuple[float, float, float]:
-    page = _new_page(browser)
-    span = Span(pid)
-    page.goto(base + "/", wait_until="commit")
-    page.get_by_role("tab", name="Paths").click(timeout=_TIMEOUT_MS)
-    page.locator(_CHART).first.wait_for(state="visible", timeout=_TIMEOUT_MS)
-    out = span.stop()
-    page.close()
-    return out
+    def first_plot(page: Any) -> None:
+        page.get_by_role("tab", name="Paths").click(timeout=_TIMEOUT_MS)
+        page.locator(_CHART).first.wait_for(state="visible", timeout=_TIMEOUT_MS)
+
+    return _timed_visit(browser, base + "/", pid, first_plot)
 
 
 def upload_to_plot(browser: Any, base: str, pid: int, pair: Path) -> tuple[float, float, float]:
