@@ -389,6 +389,11 @@ _SCHEMA: dict[str, Any] = {"config": pl.String, "seed": pl.Int64, "backend": pl.
                            "emulation_ok": pl.Boolean, "delay_mode": pl.String}
 
 
+def _replace_rows(old: pl.DataFrame, new: pl.DataFrame, names: set[str]) -> pl.DataFrame:
+    """``old`` with the rows of configurations ``names`` replaced by ``new`` (in ``old``'s columns)."""
+    return pl.concat([old.filter(~pl.col("config").is_in(names)), new.select(old.columns)], how="vertical_relaxed")
+
+
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     cols = ["config", "seed", "backend", *METRICS, *(f"share_p{i + 1}" for i in range(MAX_PATHS)),
             *(f"rtt_p50_ms_p{i + 1}" for i in range(MAX_PATHS)), "emulation_ok", "rate_err_p50", "delay_err_p50_ms",
@@ -863,11 +868,7 @@ def main(quick: Annotated[bool, typer.Option(help="the 6-configuration CI subset
             raise typer.Exit(2)
         con.print(f"{len(cfgs)} configurations x {seeds} seeds on the model; kernel rows from {csv.name}")
         model = run_matrix(cfgs, list(range(seeds)), jobs=jobs, kernel=False, console=con)
-        keep = old.filter(~pl.col("config").is_in(names))
-        df = pl.concat([keep, kernel_rows, model.select(old.columns)], how="vertical_relaxed")
-        tmp = csv.with_suffix(".csv.tmp")
-        df.write_csv(tmp, float_precision=4)
-        tmp.replace(csv)
+        df = _replace_rows(old, pl.concat([kernel_rows, model.select(old.columns)], how="vertical_relaxed"), names)
     else:
         if os.geteuid() != 0:
             con.print("fidelity: the kernel backend needs root")
@@ -875,12 +876,13 @@ def main(quick: Annotated[bool, typer.Option(help="the 6-configuration CI subset
         con.print(f"{len(cfgs)} configurations x {seeds} seeds; load average {os.getloadavg()}")
         df = run_matrix(cfgs, list(range(seeds)), jobs=jobs, console=con)
         if only and csv.is_file():  # the other configurations keep their rows
-            old = pl.read_csv(csv, schema_overrides=_SCHEMA)
-            df = pl.concat([old.filter(~pl.col("config").is_in(only)), df.select(old.columns)], how="vertical_relaxed")
-            cfgs = [c for c in configs() if c.name in set(df["config"].to_list())]
+            df = _replace_rows(pl.read_csv(csv, schema_overrides=_SCHEMA), df, set(only))
+    if not report_only:
         tmp = csv.with_suffix(".csv.tmp")
         df.write_csv(tmp, float_precision=4)
         tmp.replace(csv)
+        in_csv = set(df["config"].to_list())
+        cfgs = [c for c in configs() if c.name in in_csv]  # the doc covers every configuration the CSV holds
     cmd = ("python benchmarks/fidelity.py" + (" --quick" if quick else "") + "".join(f" --only {n}" for n in only or [])
            + (" --report-only" if report_only else "") + (" --model-only" if model_only else ""))
     before_csv = out / "fidelity_before.csv"  # the uncalibrated model (kept to show before / after)
