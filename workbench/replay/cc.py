@@ -8,8 +8,8 @@ application- or receive-window-limited flow would inflate cwnd without bound.
 
 CUBIC uses the Linux constants (beta 717/1024, C = 410/1024, fast convergence, TCP friendliness,
 initial ``cnt`` cap 20) in floating point instead of the kernel's fixed-point cube root, and HyStart
-(ack-train and delay detection, low window 16, 8 samples, delay threshold clamp 4..16 ms, ack delay
-1 ms) as in Linux 6.x. LIA and OLIA follow the out-of-tree ``mptcp_coupled.c`` / ``mptcp_olia.c``:
+(ack-train and delay detection once per slow start, low window 16, ACKs at most 2 ms apart continue a
+train, 8 samples, delay threshold clamp 4..16 ms, ack delay 1 ms) as in Linux 6.x. LIA and OLIA follow the out-of-tree ``mptcp_coupled.c`` / ``mptcp_olia.c``:
 per-subflow slow start, coupled increase in congestion avoidance, Reno halving on loss.
 """
 
@@ -32,7 +32,8 @@ _HYSTART_LOW_WINDOW = 16
 _HYSTART_MIN_SAMPLES = 8
 _HYSTART_DELAY_MIN_US = 4000
 _HYSTART_DELAY_MAX_US = 16000
-_HYSTART_ACK_DELAY_US = 1000
+_HYSTART_ACK_DELTA_US = 2000   # hystart_ack_delta_us: ACKs closer than this continue an ACK train
+_HYSTART_ACK_DELAY_US = 1000   # hystart_ack_delay(): min(1 ms, 4 x GSO size / pacing rate), 1 ms here
 
 
 def _slow_start(sf: SubflowSender, acked: int) -> int:
@@ -171,11 +172,16 @@ class CUBIC(CongestionControl):
             sf.cc_state.round_end_idx = sf.nxt
 
     def on_rtt(self, sf: SubflowSender, rtt_us: int, now_ns: int) -> None:
+        """cubictcp_acked + hystart_update (net/ipv4/tcp_cubic.c): in slow start and until HyStart has
+        found its exit point (``found``, cleared only by a loss-state reset), an ACK train longer
+        than half the minimum RTT (ACKs under ``hystart_ack_delta_us`` apart; unpaced senders) or a
+        round whose minimum RTT exceeds the minimum by delay_min / 8 (clamped to 4-16 ms) ends slow
+        start at the current window."""
         if not self.hystart:
             return
         st = self._st(sf)
         st.delay_min_us = sf.min_rtt_us  # bictcp delay_min: the minimum RTT seen
-        if not (sf.cwnd < sf.ssthresh and sf.cwnd >= _HYSTART_LOW_WINDOW):
+        if st.found or sf.cwnd >= sf.ssthresh:
             return
         now_us = now_ns // 1000
         if sf.una > st.round_end_idx:  # a new round: bictcp_hystart_reset
@@ -183,28 +189,27 @@ class CUBIC(CongestionControl):
             st.round_end_idx = sf.nxt
             st.curr_rtt_us = 1 << 60
             st.sample_cnt = 0
-        found = False
-        if now_us - st.last_ack_us <= _HYSTART_ACK_DELAY_US:
+        if sf.cwnd < _HYSTART_LOW_WINDOW:
+            return
+        if now_us - st.last_ack_us <= _HYSTART_ACK_DELTA_US:
             st.last_ack_us = now_us
             threshold = (st.delay_min_us + _HYSTART_ACK_DELAY_US) >> 1
             if now_us - st.round_start_us > threshold:
-                found = True
-        if not found:
-            if st.sample_cnt < _HYSTART_MIN_SAMPLES:
-                if rtt_us < st.curr_rtt_us:
-                    st.curr_rtt_us = rtt_us
-                st.sample_cnt += 1
-            else:
-                thresh = min(max(st.delay_min_us >> 3, _HYSTART_DELAY_MIN_US), _HYSTART_DELAY_MAX_US)
-                if st.curr_rtt_us > st.delay_min_us + thresh:
-                    found = True
-        if found:
+                st.found = True
+        if rtt_us < st.curr_rtt_us:
+            st.curr_rtt_us = rtt_us
+        if st.sample_cnt < _HYSTART_MIN_SAMPLES:
+            st.sample_cnt += 1
+        elif st.curr_rtt_us > st.delay_min_us + min(max(st.delay_min_us >> 3, _HYSTART_DELAY_MIN_US),
+                                                    _HYSTART_DELAY_MAX_US):
+            st.found = True
+        if st.found:
             sf.ssthresh = sf.cwnd
             sf.hystart_exits += 1
 
 
 class _CubicState:
-    __slots__ = ("ack_cnt", "cnt", "curr_rtt_us", "delay_min_us", "epoch_start", "k", "last_ack_us",
+    __slots__ = ("ack_cnt", "cnt", "curr_rtt_us", "delay_min_us", "epoch_start", "found", "k", "last_ack_us",
                  "last_cwnd", "last_max_cwnd", "last_time", "origin", "round_end_idx", "round_start_us",
                  "sample_cnt", "tcp_cwnd")
 
@@ -224,6 +229,7 @@ class _CubicState:
         self.round_end_idx = -1
         self.curr_rtt_us = 1 << 60
         self.sample_cnt = 0
+        self.found = False
 
 
 def _srtt_s(sf: SubflowSender) -> float:

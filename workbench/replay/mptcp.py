@@ -55,6 +55,11 @@ class ConnectionConfig:
     autotuning up to tcp_rmem[2] is not modelled: the buffer is this size from the start).
     ``quickack_on_meta_ooo`` is the out-of-tree receiver behaviour (upstream: False).
     ``reinject_on_subflow_rto`` None = follow the scheduler's kernel family.
+    ``rcv_wnd_init_bytes``: None = the whole window from the start; a size = Linux's receive-window
+    growth (tcp_grow_window): the window the SYN announces, grown on each segment a subflow receives
+    by max(2 x TCP MSS, 2 x payload) up to ``rcv_buf_bytes``, with an immediate ACK each time it
+    grows. (Receive-buffer autotuning is not modelled under it: modelled from tcp_rmem[1] as
+    mptcp_rcv_space_adjust does, it ended the per-segment ACKs seconds before the lab captures do.)
     ``join_delay_ns``: extra time between the client getting the initial SYN-ACK and sending its
     MP_JOINs (the upstream path manager took 21-122 ms in the lab captures).
     ``send_buf_bytes=None`` = upstream autotuning: the MPTCP socket's send buffer is the sum of its
@@ -78,6 +83,7 @@ class ConnectionConfig:
     join_delay_ns: int = 0
     sample_interval_ns: int = 10_000_000
     backup: tuple[str, ...] = ()
+    rcv_wnd_init_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for k in ("mss_bytes", "rcv_buf_bytes", "init_cwnd"):
@@ -85,6 +91,14 @@ class ConnectionConfig:
                 raise ValueError(f"ConnectionConfig.{k} must be > 0")
         if self.send_buf_bytes is not None and self.send_buf_bytes < self.mss_bytes:
             raise ValueError("ConnectionConfig.send_buf_bytes must hold at least one MSS")
+        if self.rcv_wnd_init_bytes is not None and self.rcv_wnd_init_bytes <= 0:
+            raise ValueError("ConnectionConfig.rcv_wnd_init_bytes must be > 0 (or None)")
+
+    @property
+    def tcp_mss_bytes(self) -> int:
+        """The TCP MSS the kernel sizes windows with (tp->advmss: MTU - 40): the frame less Ethernet
+        (14), IPv4 (20) and the TCP header (20); the payload plus the options (timestamps, DSS)."""
+        return self.mss_bytes + self.header_bytes - 54
 
     @classmethod
     def single_path_tcp(cls, base: ConnectionConfig | None = None) -> ConnectionConfig:
@@ -217,12 +231,15 @@ def olia_terms(group: list[Any], sf: Any) -> tuple[int, int, float, float, int, 
 
 
 class ConnReceiver:
-    """Client-side meta socket: in-order point, OOO queue, shared receive window."""
+    """Client-side meta socket: in-order point, OOO queue, shared receive window. ``wnd_grown`` is
+    the window the subflows have grown to (the largest of their rcv_ssthresh: MPTCP announces the
+    furthest right edge any subflow offered, mptcp_set_rwin); the buffer itself when not growing."""
 
-    __slots__ = ("delivered_t_ns", "max_ooo_bytes", "ooo", "ooo_bytes", "rcv_buf_bytes", "rcv_nxt")
+    __slots__ = ("delivered_t_ns", "max_ooo_bytes", "ooo", "ooo_bytes", "rcv_buf_bytes", "rcv_nxt", "wnd_grown")
 
-    def __init__(self, rcv_buf_bytes: int) -> None:
+    def __init__(self, rcv_buf_bytes: int, wnd_init_bytes: int | None = None) -> None:
         self.rcv_buf_bytes = rcv_buf_bytes
+        self.wnd_grown = rcv_buf_bytes if wnd_init_bytes is None else min(wnd_init_bytes, rcv_buf_bytes)
         self.rcv_nxt = 0
         self.ooo: dict[int, int] = {}
         self.ooo_bytes = 0
@@ -257,6 +274,8 @@ class ConnReceiver:
 
     def window(self) -> int:
         w = self.rcv_buf_bytes - self.ooo_bytes
+        if w > self.wnd_grown:
+            w = self.wnd_grown
         return w if w > 0 else 0
 
 
@@ -274,7 +293,7 @@ class Connection:
         self.send_buf_auto = cfg.send_buf_bytes is None
         self.sndbuf_stale = True  # a subflow's cwnd_max_seen grew since send_buf_bytes was summed
         self.send_buf_bytes = cfg.send_buf_bytes if cfg.send_buf_bytes is not None else 4 * 1024 * 1024
-        self.rx = ConnReceiver(cfg.rcv_buf_bytes)
+        self.rx = ConnReceiver(cfg.rcv_buf_bytes, cfg.rcv_wnd_init_bytes)
         self.subflows: list[SubflowSender] = []
         self.views: list[SubflowView] = []  # the subflows as schedulers see them (the same objects)
         self.view = self  # the connection itself implements ConnView (attribute reads are cheap)
@@ -290,7 +309,7 @@ class Connection:
         self.write_seq = 0
         self.snd_una = 0
         self.una_idx = 0
-        self.wnd_end = cfg.rcv_buf_bytes  # what the SYN/SYN-ACK exchange announced
+        self.wnd_end = self.rx.wnd_grown  # what the SYN/SYN-ACK exchange announced
         self.reinject: list[int] = []
         self.send_buffer_full = False
         self.workload: Workload | None = None

@@ -193,7 +193,8 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
         sf.cc = cc
         rcv = SubflowReceiver(loop, index=k, meta=c.rx, link=net[r.ack[0]], rec=rec, ack_bytes=cfg.ack_bytes,
                               delayed_ack=cfg.delayed_ack, delack_ns=cfg.delack_ns,
-                              quickack_on_meta_ooo=cfg.quickack_on_meta_ooo)
+                              quickack_on_meta_ooo=cfg.quickack_on_meta_ooo,
+                              wnd_incr_bytes=0 if cfg.rcv_wnd_init_bytes is None else 2 * cfg.tcp_mss_bytes)
         c.subflows.append(sf)
         c.views.append(sf)
         receivers.append(rcv)
@@ -280,6 +281,7 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
                 "final_cwnd": s.cwnd,
                 "srtt_ns": (s.srtt_us8 >> 3) * 1000,
                 "hystart_exits": s.hystart_exits,
+                "lost_retransmissions": s.n_lost_retrans,  # RACK: retransmissions found lost again
             }
             for s, d in ((s, net[r.data[0]]) for s, r in zip(c.subflows, routes, strict=True))
         },

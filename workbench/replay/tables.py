@@ -101,7 +101,10 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
         ).drop("sack")
         parts.append(df)
     if rec.handshake:
-        parts.append(_handshake_rows(rec.handshake, ackb, srv_win))
+        # the data receiver's SYN (or SYN/ACK) and handshake ACK announce its initial window when it grows
+        # one (tcp_select_initial_window); otherwise, as the sender's, a constant
+        rcv_win = cfg.rcv_wnd_init_bytes if cfg.rcv_wnd_init_bytes is not None else srv_win
+        parts.append(_handshake_rows(rec.handshake, ackb, {ack_dir: rcv_win, data_dir: srv_win}))
     parts = [p for p in parts if p.height]
     if not parts:
         return pl.DataFrame(schema=PACKET_EVENTS)
@@ -120,8 +123,9 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
     return df.sort("t_ns", maintain_order=True)
 
 
-def _handshake_rows(rows: list[HandshakeRow], ack_bytes: int, rwnd_bytes: int) -> pl.DataFrame:
-    """``snd`` and ``rcv`` rows of each handshake packet."""
+def _handshake_rows(rows: list[HandshakeRow], ack_bytes: int, rwnd_bytes: dict[str, int]) -> pl.DataFrame:
+    """``snd`` and ``rcv`` rows of each handshake packet; ``rwnd_bytes``: the window each direction's
+    packets announce."""
     syn = 0x002
     out: list[tuple[int, int, str, int, int, int, int, str, int | None]] = []
     for r in rows:
@@ -140,7 +144,7 @@ def _handshake_rows(rows: list[HandshakeRow], ack_bytes: int, rwnd_bytes: int) -
         "frame_bytes": pl.Series(cols[6], dtype=pl.UInt32), "point": pl.Series(cols[7], dtype=pl.String),
         "owd_ns": pl.Series(cols[8], dtype=pl.Int64),
     }).with_columns(payload_bytes=pl.lit(0, pl.UInt32), dsn=pl.lit(None, pl.UInt64), is_retrans=pl.lit(False),
-                    is_reinject=pl.lit(False), rwnd_bytes=pl.lit(rwnd_bytes, pl.UInt64),
+                    is_reinject=pl.lit(False), rwnd_bytes=pl.col("dir").replace_strict(rwnd_bytes).cast(pl.UInt64),
                     data_ack=pl.lit(None, pl.UInt64))
 
 

@@ -19,7 +19,11 @@ Sender, per subflow:
   Open state with data out, a probe timer of 2 x srtt (+ rto_min for a single segment out, else
   + 2 ms, never past the RTO) sends one queued segment regardless of cwnd, else retransmits the last
   one; a retransmitted probe acknowledged without a DSACK repaired a loss and reduces cwnd as CWR
-  does. No RACK reordering window, no F-RTO, no undo (DSACK).
+  does. RACK (RFC 8985) in Recovery and Loss finds retransmissions lost again: a retransmission
+  sent before the latest-sent segment known delivered and out longer than that one's RTT is marked
+  lost and sent again (without it only an RTO repairs a lost retransmission). No RACK reordering
+  window outside recovery (FACK's three segments, the same thing without reordering), no F-RTO, no
+  undo (DSACK).
 * ``packets_in_flight = packets_out - (sacked_out + lost_out) + retrans_out`` as Linux.
 
 Receiver, per subflow: cumulative ACK by segment number, out-of-order segments held until the hole
@@ -27,6 +31,8 @@ is filled (then handed to the connection in subflow order, like Linux's mapping 
 ACK every 2 segments or 40 ms, quick-ACK for the first 16 segments and after an idle period longer
 than the RTO, immediate ACK on subflow reordering and when a hole is filled, and — out-of-tree
 kernel behaviour, switchable — quick-ACK mode when data went to the connection-level OOO queue.
+With receive-window growth on (upstream Linux), the window starts at what the SYN announced and
+grows per segment received (tcp_grow_window), each such segment ACKed at once.
 """
 
 from __future__ import annotations
@@ -152,6 +158,7 @@ class SubflowSender:
         "min_rtt_us",
         "mss",
         "n_fast_recoveries",
+        "n_lost_retrans",
         "n_retrans",
         "n_rto",
         "n_sent",
@@ -165,6 +172,8 @@ class SubflowSender:
         "prr_out",
         "queued",
         "queued_bytes",
+        "rack_rtt_ns",
+        "rack_xmit_ns",
         "rate_bps",
         "rate_t0_ns",
         "rate_una_bytes",
@@ -235,6 +244,11 @@ class SubflowSender:
         self.fack = 0
         self.lost_hint = 0
         self.retrans_hint = 0
+        # RACK (tcp_rack_advance): send time of the latest-sent segment known delivered, and the RTT
+        # of the last one that advanced it
+        self.rack_xmit_ns = -1
+        self.rack_rtt_ns = 0
+        self.n_lost_retrans = 0
         # congestion state
         self.cwnd = init_cwnd
         self.ssthresh = 1 << 30
@@ -522,6 +536,7 @@ class SubflowSender:
                 newly = 1
                 if s + 1 > self.fack:
                     self.fack = s + 1
+                self._rack_advance(s, f, now)
         acked = ack - una if ack > una and ack <= self.nxt else 0
         if acked:
             first_tx = -1
@@ -540,6 +555,8 @@ class SubflowSender:
                 if f & 15:
                     if f & F_SACKED:
                         self.sacked_out -= 1
+                    else:
+                        self._rack_advance(i, f, now)
                     if f & F_LOST:
                         self.lost_out -= 1
                     if f & F_RETRANS:
@@ -548,6 +565,8 @@ class SubflowSender:
                         retrans_acked = True
                 elif first_tx < 0:
                     first_tx = self.stx[i]
+            if ack_range:
+                self._rack_advance(ack - 1, sflags[ack - 1], now)
             self.una = ack
             nb = self.sseq[ack] if ack < self.end else self.write_bytes
             self.delivered_bytes += nb - self.una_bytes
@@ -577,6 +596,8 @@ class SubflowSender:
                     self._mark_lost()
             elif state == CA_LOSS and self.una >= self.high_seq:
                 self.ca_state = state = CA_OPEN
+            if state and self.retrans_out and (newly or acked):
+                self._rack_lost_retrans(now)
         if state == CA_OPEN and self.sacked_out and self.fack - self.una > _DUPTHRESH:
             self._enter_recovery(now)
             state = CA_RECOVERY
@@ -634,6 +655,47 @@ class SubflowSender:
             self.lost_out += newly
             if self.retrans_hint > self.una:
                 self.retrans_hint = self.una
+
+    def _rack_advance(self, i: int, f: int, now: int) -> None:
+        """tcp_rack_advance for segment ``i`` (flags ``f`` before this ACK) newly delivered: a
+        retransmitted one counts only if its RTT is at least the minimum (else the original may be
+        what arrived)."""
+        xt = self.stx[i]
+        if f & F_EVER_RETRANS and (now - xt) // 1000 < self.min_rtt_us:
+            return
+        self.rack_rtt_ns = now - xt
+        if xt > self.rack_xmit_ns:
+            self.rack_xmit_ns = xt
+
+    def _rack_lost_retrans(self, now: int) -> None:
+        """tcp_rack_detect_loss in Recovery and Loss (reordering window 0, RFC 8985 7.2), for the
+        retransmissions in flight: one sent before the latest-sent segment known delivered, and out
+        longer than that segment's RTT, is lost again (tcp_mark_skb_lost) and goes back to the
+        retransmission queue. First losses are FACK-marked as before (no reordering in this model:
+        the same segments)."""
+        sflags = self.sflags
+        stx = self.stx
+        rx = self.rack_xmit_ns
+        rtt = self.rack_rtt_ns
+        left = self.retrans_out
+        i = self.una
+        nxt = self.nxt
+        while i < nxt and left:
+            f = sflags[i]
+            if f & F_RETRANS:
+                left -= 1
+                t = stx[i]
+                if t < rx and now - t > rtt and not f & F_SACKED:
+                    if f & F_LOST:
+                        sflags[i] = f & ~F_RETRANS
+                        self.retrans_out -= 1
+                    else:  # a probe's retransmission: now lost, retransmitted once more when marked again
+                        sflags[i] = f | F_LOST
+                        self.lost_out += 1
+                    self.n_lost_retrans += 1
+                    if i < self.retrans_hint:
+                        self.retrans_hint = i
+            i += 1
 
     def _enter_recovery(self, now: int) -> None:
         self.n_fast_recoveries += 1
@@ -746,12 +808,13 @@ class SubflowReceiver:
 
     __slots__ = (
         "ack_bytes", "delack_ns", "delack_timer", "delayed_ack", "index", "last_data_ns", "link", "loop",
-        "meta", "ooo", "quick", "quickack_on_meta_ooo", "rcv_nxt", "rec", "rto_guess_ns", "unacked",
+        "meta", "ooo", "quick", "quickack_on_meta_ooo", "rcv_nxt", "rcv_ssthresh", "rec", "rto_guess_ns",
+        "unacked", "wnd_incr",
     )
 
     def __init__(self, loop: EventLoop, *, index: int, meta: ConnReceiver, link: Link,
                  rec: Recorder | None, ack_bytes: int, delayed_ack: bool, delack_ns: int,
-                 quickack_on_meta_ooo: bool) -> None:
+                 quickack_on_meta_ooo: bool, wnd_incr_bytes: int = 0) -> None:
         self.loop = loop
         self.index = index
         self.meta = meta
@@ -768,6 +831,10 @@ class SubflowReceiver:
         self.last_data_ns = -1
         self.rto_guess_ns = 200_000_000
         self.delack_timer = Timer(loop, self._on_delack)
+        # tcp_grow_window: this subflow's rcv_ssthresh and its smallest step (2 x TCP MSS; 0 = the
+        # window does not grow: it is the whole buffer from the start)
+        self.rcv_ssthresh = meta.wnd_grown
+        self.wnd_incr = wnd_incr_bytes
 
     def on_data(self, pkt: DataPkt) -> None:
         now = self.loop.now
@@ -782,6 +849,17 @@ class SubflowReceiver:
             self.quick = _TCP_MAX_QUICKACKS  # tcp_event_data_recv: idle longer than RTO
         self.last_data_ns = now
         meta = self.meta
+        if self.rcv_ssthresh < meta.rcv_buf_bytes and self.wnd_incr:
+            # tcp_grow_window (in order and out of order alike): rcv_ssthresh += max(2 x MSS, 2 x len)
+            # up to the buffer's window, and a quick ACK (icsk_ack.quick |= 1) while it grows; the
+            # connection announces the largest subflow window
+            room = meta.rcv_buf_bytes - self.rcv_ssthresh
+            incr = 2 * plen if 2 * plen > self.wnd_incr else self.wnd_incr
+            self.rcv_ssthresh += incr if incr < room else room
+            if self.rcv_ssthresh > meta.wnd_grown:
+                meta.wnd_grown = self.rcv_ssthresh
+            if self.quick == 0:
+                self.quick = 1
         if i == self.rcv_nxt:
             self.rcv_nxt = i + 1
             if dsn == meta.rcv_nxt and not meta.ooo:  # ConnReceiver.deliver's common case, inlined
@@ -827,5 +905,7 @@ class SubflowReceiver:
         self.delack_timer.deadline = None
         meta = self.meta
         w = meta.rcv_buf_bytes - meta.ooo_bytes
+        if w > meta.wnd_grown:
+            w = meta.wnd_grown
         self.link.send(AckPkt(self.index, self.rcv_nxt, sack, meta.rcv_nxt, w if w > 0 else 0, now),
                        self.ack_bytes + (12 if sack != -1 else 0))

@@ -7,8 +7,9 @@ The sender splits the receiver's buffer and window among the subflows:
 * eq. (1): ``acwnd_i <- (1 - beta) * acwnd_i + beta * cwnd_i`` whenever cwnd_i changes (beta 1/16);
 * eq. (2): ``Buf_i = acwnd_i * (ceil(max_{j!=i} RTT_j / (2 RTT_i) + 1/2) + 1/2)`` — the average
   maximum receive-buffer occupancy of subflow i (segments; RTT = srtt);
-* eq. (3): ``B_i = recvBuffer * Buf_i / sum_j Buf_j`` — recvBuffer is the buffer the receiver
-  announced at the start (the first window, ``conn.wnd_end`` before any data);
+* eq. (3): ``B_i = recvBuffer * Buf_i / sum_j Buf_j`` — recvBuffer is the receiver's buffer as the
+  sender can see it: the largest window announced so far (Linux announces 64 kB in its SYN and
+  grows the window per segment received, so the first window is not the buffer);
 * eq. (4): ``rwnd_i = 0`` if ``B_i <= unordered_i``, else ``rwnd * (B_i - unordered_i) /
   sum_{B_j > unordered_j} (B_j - unordered_j)``, where rwnd is the receiver's current window
   (``wnd_end - snd_una``) and ``unordered_i`` the data subflow i delivered that is not yet
@@ -140,6 +141,8 @@ class RBP(Layer):
         subs = [s for s in subflows if s.established and s.srtt_ns > 0]
         if not subs:
             return {}
+        if conn.wnd_end - conn.snd_una > self.recv_buffer:
+            self.recv_buffer = conn.wnd_end - conn.snd_una
         mss = conn.mss
         buf = rbp_buffer_occupancy([self._acwnd[s.index] * mss for s in subs], [float(s.srtt_ns) for s in subs])
         _, w = rbp_receive_windows(buf, [float(self.unordered(s)) for s in subs],
