@@ -314,7 +314,8 @@ def _param_widget(sched: str, spec: Any) -> Any:
 
 
 _WL_KEYS = {"wl_kind": "captured", "wl_seconds": 10.0, "wl_bytes": 4_000_000, "wl_segs": 64, "wl_idle": 200.0,
-            "wl_n": 10, "snd_auto": True, "snd_buf": 4 << 20, "rcv_buf": work.RCV_BUF_DEFAULT, "cc": "cubic",
+            "wl_n": 10, "snd_auto": True, "snd_buf": 4 << 20, "rcv_auto": True, "rcv_buf": 32 << 20,
+            "cc": "cubic",
             "seed": 0, "made_with": "upstream"}
 replay_specs: list[work.ReplaySpec] = []
 workload_spec = work.WorkloadSpec()
@@ -366,8 +367,11 @@ with t_replay, guard(st.error, rename):
         auto_snd = st.checkbox("send buffer: Linux autotuning", key="snd_auto", value=bool(kv["snd_auto"]))
         snd = st.number_input("send buffer (bytes)", min_value=1424, max_value=1 << 30, step=1 << 20, key="snd_buf",
                               value=int(kv["snd_buf"]), disabled=auto_snd)
+        auto_rcv = st.checkbox("receive buffer: as the capture shows", key="rcv_auto", value=bool(kv["rcv_auto"]),
+                               help="the buffer behind the largest window the receiver announced once it stopped "
+                                    "growing; 32 MiB when the window was still growing at the end")
         rcv = st.number_input("receive buffer (bytes)", min_value=1 << 14, max_value=1 << 31, step=1 << 20,
-                              key="rcv_buf", value=int(kv["rcv_buf"]))
+                              key="rcv_buf", value=int(kv["rcv_buf"]), disabled=auto_rcv)
         ccs = ["cubic", "reno", "lia", "olia"]
         cc = st.selectbox("congestion control", ccs, key="cc", index=ccs.index(kv["cc"]) if kv["cc"] in ccs else 0)
         seed = st.number_input("seed", min_value=0, max_value=2**31 - 1, key="seed", value=int(kv["seed"]))
@@ -382,7 +386,7 @@ with t_replay, guard(st.error, rename):
         st.caption(f"The real kernel cannot run here: {no_kernel}")
     _keep("schedulers", *_WL_KEYS)
     workload_spec = work.WorkloadSpec(kind, float(seconds), int(size), int(segs), float(idle), int(nb))
-    conn_spec = work.ConnSpec(cc, None if auto_snd else int(snd), int(rcv), int(seed))
+    conn_spec = work.ConnSpec(cc, None if auto_snd else int(snd), None if auto_rcv else int(rcv), int(seed))
     replay_specs = [work.ReplaySpec(s.scheduler, s.params, workload_spec, conn_spec) for s in replay_specs]
     setup_key = work.ReplaySpec("", (), workload_spec, conn_spec).key(tl_key)
     run_key = "|".join([tl_key, *(s.key(tl_key) for s in replay_specs)])
@@ -414,7 +418,8 @@ with t_replay, guard(st.error, rename):
                                       f"replay cap: {setup.duration_ns / 1e9:.1f} s",
                                       f"connection: cc {conn_spec.cc}, send buffer "
                                       f"{conn_spec.send_buf_bytes or 'autotuned'}, receive buffer "
-                                      f"{conn_spec.rcv_buf_bytes} B, seed {conn_spec.seed}"],
+                                      + (f"{conn_spec.rcv_buf_bytes} B" if conn_spec.rcv_buf_bytes else "as the capture shows")
+                                      + f", seed {conn_spec.seed}"],
                          "notes": list(setup.notes) + work.fill_notes(tls) + kernel_warnings}
 
     res = ss.get("wb_results")

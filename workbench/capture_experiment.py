@@ -1,7 +1,7 @@
 """The experiment a capture implies: what the capture says about the connection beyond its paths
 (bytes delivered, MSS, header bytes per data segment, when the client joined the second subflow,
-which way the data went), an upstream-Linux stack with those values, and the estimated timelines as
-the experiment's links and paths.
+which way the data went, the largest receive window the data receiver announced), an upstream-Linux
+stack with those values, and the estimated timelines as the experiment's links and paths.
 
 This is the one builder `compare`, `report`, `tune` and the page use, so the same capture gives the
 same experiment everywhere. Where a capture cannot say (a tshark CSV export has no frame lengths),
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CAPTURE_RCV_BUF_BYTES", "CaptureSettings", "capture_settings", "capture_stack", "timelines_experiment"]
 
-# The receive buffer a capture's replays grant: large enough never to limit, since a capture does
-# not show the client's tcp_rmem (Linux autotunes up to tcp_rmem[2]).
+# The receive buffer a capture's replays grant when the capture shows no window (a CSV export without
+# the window field): large enough never to limit (Linux autotunes up to tcp_rmem[2]).
 CAPTURE_RCV_BUF_BYTES = 32 << 20
 
 _SYN = 0x002
@@ -46,11 +46,12 @@ class CaptureSettings:
     join_after_ns: int               # client: initial SYN/ACK received -> first MP_JOIN SYN sent
     direction: Literal["down", "up"]  # down = the server sent the data
     warnings: tuple[str, ...] = ()
+    rcv_wnd_max_bytes: int | None = None  # the receiver's window limit, when the capture shows one
 
     def as_dict(self) -> dict[str, Any]:
         return {"delivered_bytes": self.delivered_bytes, "mss_bytes": self.mss_bytes,
                 "header_bytes": self.header_bytes, "join_delay_ns": self.join_after_ns,
-                "data_dir": "s2c" if self.direction == "down" else "c2s"}
+                "data_dir": "s2c" if self.direction == "down" else "c2s", "rcv_wnd_max_bytes": self.rcv_wnd_max_bytes}
 
 
 def capture_settings(cap: Capture, conn: int) -> CaptureSettings:
@@ -69,6 +70,9 @@ def capture_settings(cap: Capture, conn: int) -> CaptureSettings:
         if full.height:
             hdr = (full["frame_bytes"].cast(pl.Int64) - full["payload_bytes"].cast(pl.Int64)).mode().min()
             header = int(hdr) if hdr is not None and int(hdr) > 0 else None  # type: ignore[arg-type]
+    if s.get("goodput_source") == "data_ack":
+        warnings.append("the capture holds the data sender only: goodput and shares come from its DATA_ACKs "
+                        "and paths, the receiver's out-of-order delay is not observable")
     if mss is None:
         warnings.append("MSS not readable from the capture (no data segments): model default used")
     if header is None:
@@ -85,15 +89,34 @@ def capture_settings(cap: Capture, conn: int) -> CaptureSettings:
                              & (pl.col("dir") == "c2s"))
         if synack0.height and join_syn.height:
             join_ns = max(0, int(join_syn["t_ns"].min()) - int(synack0["t_ns"].min()))  # type: ignore[arg-type]
+    # The receive window: Linux announces 64 kB in its SYN and grows the window with the data it
+    # receives up to scaling ratio x tcp_rmem[2]. A window that reached its largest value in the first
+    # half of the transfer and stayed there shows that limit; one still growing at the end says only
+    # that the limit is higher (None: the replay's buffer then never limits).
+    wnd: int | None = None
+    if "rwnd_bytes" in ev.columns:
+        acks = ev.filter((pl.col("dir") != data_dir) & pl.col("rwnd_bytes").is_not_null()).sort("t_ns")
+        w = acks["rwnd_bytes"].max() if acks.height else None
+        if w is not None and int(w) > 0:  # type: ignore[arg-type]
+            t_reach = acks.filter(pl.col("rwnd_bytes") >= 0.95 * int(w))["t_ns"].min()  # type: ignore[arg-type]
+            t0, t1 = data["t_ns"].min(), data["t_ns"].max()
+            if t0 is not None and t1 is not None and int(t_reach) - int(t0) <= (int(t1) - int(t0)) // 2:  # type: ignore[arg-type]
+                wnd = int(w)  # type: ignore[arg-type]
     return CaptureSettings(delivered_bytes=int(s["delivered_bytes"] or 0), mss_bytes=mss, header_bytes=header,
                            join_after_ns=join_ns, direction="down" if data_dir == "s2c" else "up",
-                           warnings=tuple(warnings))
+                           warnings=tuple(warnings), rcv_wnd_max_bytes=wnd)
 
 
 def capture_stack(settings: CaptureSettings | None, *, congestion_control: str = "cubic",
-                  rcv_buf_bytes: int = CAPTURE_RCV_BUF_BYTES, send_buf_bytes: int | None = None) -> StackProfile:
+                  rcv_buf_bytes: int | None = None, send_buf_bytes: int | None = None) -> StackProfile:
     """An upstream-Linux stack with the capture's MSS and header size; ``send_buf_bytes`` None =
-    autotuned (SO_SNDBUF not set), as an unmodified application runs."""
+    autotuned (SO_SNDBUF not set), as an unmodified application runs; ``rcv_buf_bytes`` None = the
+    receive buffer whose window is the largest the capture shows (tcp_rmem[2] = that window over the
+    profile's scaling ratio), `CAPTURE_RCV_BUF_BYTES` when the capture shows no window."""
+    if rcv_buf_bytes is None:
+        wnd = settings.rcv_wnd_max_bytes if settings is not None else None
+        ratio = stack_profile("linux-upstream").scaling_ratio
+        rcv_buf_bytes = -(-wnd * 1000 // round(ratio * 1000)) if wnd else CAPTURE_RCV_BUF_BYTES
     over: dict[str, Any] = {"congestion_control": congestion_control,
                             "tcp_rmem": (4096, min(131072, rcv_buf_bytes), rcv_buf_bytes)}
     if send_buf_bytes is not None:

@@ -85,13 +85,14 @@ def replay_settings(cap: Capture, conn: int) -> dict[str, Any]:
 
 def compare_capture(
     cap: Capture, *, scheduler: Any = "upstream", conn: int | None = None, cc: str = "cubic",
-    rcv_buf_bytes: int = 32 << 20, seed: int = 0, bin_ns: int = 100_000_000, backend: Any = "model",
+    rcv_buf_bytes: int | None = None, seed: int = 0, bin_ns: int = 100_000_000, backend: Any = "model",
     with_kernel: bool = False,
 ) -> CompareResult:
     """Estimate `cap`'s timelines, replay them with `scheduler` (a name or an instance) and the
     capture's own transfer, and compare. The receiver is modelled as upstream Linux (no quick-ACK on
     connection-level reordering) with autotuned send buffers and a receive buffer of `rcv_buf_bytes`
-    (Linux tcp_rmem max). ``with_kernel`` also runs the same experiment on the real kernel (root):
+    (Linux tcp_rmem max; None = the buffer behind the largest window the capture shows, see
+    `workbench.capture_experiment.capture_stack`). ``with_kernel`` also runs the same experiment on the real kernel (root):
     the table then has ``kernel`` and ``kernel_error`` (kernel vs observed) columns."""
     from workbench.backends import get_backend
     from workbench.capture_experiment import capture_settings, capture_stack, timelines_experiment
@@ -114,13 +115,24 @@ def compare_capture(
         direction=cs.direction)
     result = get_backend(backend).run(experiment)
     observed = summarize(ev, conn=conn)
-    replayed = summarize(result.events, result.samples)
+    rep_events = result.events
+    point = "rcv"
+    if observed.get("goodput_source") == "data_ack":
+        # The capture holds the data sender only: the replay is measured from the same side (what its
+        # sender sent and the ACKs it got), so both goodputs come from DATA_ACKs, both shares from the
+        # sender's paths, and the OOO delay (the receiver's) is not compared.
+        data_dir = observed["data_dir"]
+        rep_events = rep_events.filter(((pl.col("dir") == data_dir) & (pl.col("point") == "snd"))
+                                       | ((pl.col("dir") != data_dir) & (pl.col("point") == "rcv")))
+        point = "snd"
+    replayed = summarize(rep_events, result.samples)
     rows = []
     for metric, kind in _ROWS:
         rows.append(_row(metric, observed.get(metric), replayed.get(metric), kind))
-    # Shares from what arrived at the client on each path, the same point for both sides.
-    shares_obs = _shares(ev)
-    shares_rep = _shares(result.events)
+    # Shares from what each path carried, at the same point for both sides: what arrived at the
+    # receiver, or what the sender put on each path when only the sender was captured.
+    shares_obs = _shares(ev, point)
+    shares_rep = _shares(rep_events, point)
     for path in shares_obs:
         rows.append(_row(f"share_{path}", shares_obs.get(path), shares_rep.get(path), "abs"))
     for path in shares_obs:
@@ -158,8 +170,8 @@ def _caveats(tls: Any, capture_warnings: Any, backend_warnings: Any) -> list[Cav
     return list(dict.fromkeys(out))
 
 
-def _shares(events: pl.DataFrame) -> dict[str, float]:
-    ps = path_stats(events, point="rcv")
+def _shares(events: pl.DataFrame, point: str = "rcv") -> dict[str, float]:
+    ps = path_stats(events, point=point)
     return {r["path"]: r["share"] for r in ps.iter_rows(named=True)}
 
 

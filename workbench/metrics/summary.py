@@ -12,7 +12,12 @@ from workbench.metrics.buffers import buffer_summary
 from workbench.metrics.burst import burst_summary, burstiness, send_bursts
 from workbench.metrics.ooo import _segments_all, queue_from_segments, summarize_segments
 from workbench.metrics.rtt import best_rtt_samples, owd_summary, rtt_summary
-from workbench.metrics.throughput import app_delay_from_segments, goodput_from_segments, path_stats
+from workbench.metrics.throughput import (
+    app_delay_from_segments,
+    goodput_from_data_acks,
+    goodput_from_segments,
+    path_stats,
+)
 
 __all__ = ["Summary", "main_connection", "summarize"]
 
@@ -43,7 +48,9 @@ def summarize(events: pl.DataFrame, samples: pl.DataFrame | None = None, *, conn
 
     Keys (absent inputs give None, never an exception):
       conn, data_dir;
-      goodput_mbps, delivered_bytes, completion_s, undelivered_bytes (see `throughput.goodput`);
+      goodput_mbps, delivered_bytes, completion_s, undelivered_bytes (see `throughput.goodput`; from
+      the DATA_ACKs the sender received when the receiver was not observed,
+      `throughput.goodput_from_data_acks`), goodput_source ("receiver", "data_ack" or None);
       ooo_n, ooo_mean_ms, ooo_p50_ms, ooo_p95_ms, ooo_p99_ms, ooo_max_ms, ooo_fraction, duplicates,
       undeliverable, ooo_queue_max_bytes (see `ooo`);
       app_delay_mean_ms, app_delay_p95_ms, app_delay_max_ms (both points needed);
@@ -67,6 +74,10 @@ def summarize(events: pl.DataFrame, samples: pl.DataFrame | None = None, *, conn
     seg_all = _segments_all(ev)
     seg = seg_all.filter(~pl.col("is_duplicate"))
     gp = goodput_from_segments(ev, seg, start_times(ev))
+    out["goodput_source"] = "receiver" if gp.height else None
+    if not gp.height and "data_ack" in ev.columns and "dsn" in ev.columns:
+        gp = goodput_from_data_acks(ev)  # the sender's capture alone
+        out["goodput_source"] = "data_ack" if gp.height else None
     g = gp.row(0, named=True) if gp.height else {}
     out["goodput_mbps"] = _f(g["goodput_bps"]) / 1e6 if g.get("goodput_bps") is not None else None
     out["delivered_bytes"] = g.get("bytes")

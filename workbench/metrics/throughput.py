@@ -27,6 +27,7 @@ __all__ = [
     "app_delay",
     "app_delay_summary",
     "goodput",
+    "goodput_from_data_acks",
     "goodput_series",
     "path_stats",
 ]
@@ -103,6 +104,40 @@ def goodput(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     ev = select_conn(events, conn)
     seg, start = _deliveries(ev, None)
     return goodput_from_segments(ev, seg, start)
+
+
+def goodput_from_data_acks(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
+    """Goodput as the data sender sees it, for captures that hold the sender but not the receiver (a
+    client capture of an upload, a server capture of a download): bytes = the highest DATA_ACK the
+    sender received less the first data sequence number it sent, end_ns = when that DATA_ACK first
+    arrived, start_ns as `goodput`. Later than the receiver's view by the ACK's one-way delay.
+    completion_s only when every byte sent was acknowledged. Same columns as `goodput`; no row for a
+    connection without DATA_ACKs at the sender."""
+    ev = with_data_dir(select_conn(events, conn))
+    sent = ev.filter(pl.col("is_data_dir") & (pl.col("point") == "snd") & (pl.col("payload_bytes") > 0)
+                     & pl.col("dsn").is_not_null()).group_by("conn").agg(
+        pl.col("dsn").min().cast(pl.Int64).alias("dsn0"),
+        (pl.col("dsn") + pl.col("payload_bytes")).max().cast(pl.Int64).alias("dsn_end"))
+    acks = ev.filter(~pl.col("is_data_dir") & (pl.col("point") == "rcv") & pl.col("data_ack").is_not_null())
+    top = acks.group_by("conn").agg(pl.col("data_ack").max().cast(pl.Int64).alias("top"))
+    end = acks.join(top, on="conn").filter(pl.col("data_ack").cast(pl.Int64) == pl.col("top")) \
+        .group_by("conn").agg(pl.col("t_ns").min().alias("end_ns"))
+    fin = ev.filter(pl.col("is_data_dir") & pl.col("data_fin").fill_null(False)).group_by("conn") \
+        .agg(pl.lit(True).alias("data_fin"))
+    return (
+        sent.join(top, on="conn").join(end, on="conn").join(start_times(ev), on="conn", how="left")
+        .join(fin, on="conn", how="left")
+        .with_columns(bytes=(pl.min_horizontal("top", "dsn_end") - pl.col("dsn0")).clip(0),
+                      _dur_s=(pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64) / 1e9)
+        .select(
+            "conn", "start_ns", "end_ns", "bytes",
+            pl.when(pl.col("_dur_s") > 0).then(pl.col("bytes") * 8 / pl.col("_dur_s")).alias("goodput_bps"),
+            pl.when(pl.col("top") >= pl.col("dsn_end")).then(pl.col("_dur_s")).alias("completion_s"),
+            (pl.col("dsn_end") - pl.min_horizontal("top", "dsn_end")).alias("undelivered_bytes"),
+            pl.col("data_fin").fill_null(False),
+        )
+        .sort("conn")
+    )
 
 
 def goodput_from_segments(ev: pl.DataFrame, seg: pl.DataFrame, start: pl.DataFrame) -> pl.DataFrame:

@@ -50,8 +50,6 @@ FINITE_CAP_FACTOR = 4
 DEFAULT_DURATION_NS = 10_000_000_000
 # When a timeline or rate file gives no delay, the replay needs one: stated in the page notes.
 DEFAULT_OWD_NS = 20_000_000
-# Linux tcp_rmem max: what an upstream client's receive buffer autotunes up to (as workbench.compare).
-_RCV_BUF_BYTES = 32 << 20
 
 Progress = Callable[[int, int, str], None]
 
@@ -154,9 +152,9 @@ def _capture_stack(cap: Any, conn: int, cc: str, notes: list[str]) -> tuple[Any,
         cs = capture_settings(cap, conn)
     except (InputError, TypeError, ValueError) as e:
         notes.append(f"connection settings not readable from the capture ({_one_line(e)}): model defaults used")
-        return capture_stack(None, congestion_control=cc, rcv_buf_bytes=_RCV_BUF_BYTES), 0
+        return capture_stack(None, congestion_control=cc, rcv_buf_bytes=None), 0
     notes.extend(cs.warnings)
-    return capture_stack(cs, congestion_control=cc, rcv_buf_bytes=_RCV_BUF_BYTES), cs.join_after_ns
+    return capture_stack(cs, congestion_control=cc, rcv_buf_bytes=None), cs.join_after_ns
 
 
 def _baseline_experiments(e: Any) -> dict[str, Any]:
@@ -304,7 +302,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
         workload = file_workload if file_workload is not None else BulkWorkload()
         result["workload"] = "bulk" if file_workload is None else f"from the file: {workload_text(file_workload)}"
         stack = file_stack if file_stack is not None else capture_stack(None, congestion_control=settings.cc,
-                                                                         rcv_buf_bytes=_RCV_BUF_BYTES)
+                                                                         rcv_buf_bytes=None)
         steps.tick("timelines read")
     result["duration_ns"] = cap_ns
     result["connection"] = asdict(stack)

@@ -31,7 +31,6 @@ from workbench.errors import InputError
 __all__ = [
     "DEFAULT_OWD_NS",
     "FINITE_CAP_FACTOR",
-    "RCV_BUF_DEFAULT",
     "ConnSettings",
     "ConnSpec",
     "ReplaySetup",
@@ -68,7 +67,6 @@ __all__ = [
 # As workbench.compare: a finite replay may take this many times the capture's duration (at least
 # 30 s) before it is cut, so a scheduler slower than the kernel is still seen finishing.
 FINITE_CAP_FACTOR = 4
-RCV_BUF_DEFAULT = 32 << 20          # Linux tcp_rmem max, as workbench.compare
 # As the report: a path whose delay the input cannot tell (CSV exports of a receiver without
 # timestamps) is replayed with this one-way delay, and the page says so (`fill_notes`).
 DEFAULT_OWD_NS = 20_000_000
@@ -332,11 +330,11 @@ class WorkloadSpec:
 @dataclass(frozen=True)
 class ConnSpec:
     """Connection settings a user may change: congestion control, send buffer (None = Linux
-    autotuning), receive buffer, seed."""
+    autotuning), receive buffer (None = the one behind the largest window the capture shows), seed."""
 
     cc: str = "cubic"
     send_buf_bytes: int | None = None
-    rcv_buf_bytes: int = RCV_BUF_DEFAULT
+    rcv_buf_bytes: int | None = None
     seed: int = 0
 
 
