@@ -526,7 +526,7 @@ def target_counts(cmp: pl.DataFrame) -> dict[str, tuple[int, int]]:
     out = {}
     for t in TARGETS:
         col = cmp[f"ok_{t}"].drop_nulls()
-        out[t] = (int(col.sum()), col.len())
+        out[t] = (int(col.sum() or 0), col.len())
     return out
 
 
