@@ -849,10 +849,10 @@ class SubflowReceiver:
             self.quick = _TCP_MAX_QUICKACKS  # tcp_event_data_recv: idle longer than RTO
         self.last_data_ns = now
         meta = self.meta
-        if self.rcv_ssthresh < meta.rcv_buf_bytes and self.wnd_incr:
-            # tcp_grow_window (in order and out of order alike): rcv_ssthresh += max(2 x MSS, 2 x len)
-            # up to the buffer's window, and a quick ACK (icsk_ack.quick |= 1) while it grows; the
-            # connection announces the largest subflow window
+        if self.rcv_ssthresh < meta.rcv_buf_bytes and self.wnd_incr and i >= self.rcv_nxt:
+            # tcp_grow_window, for new data in order and out of order alike (not duplicates):
+            # rcv_ssthresh += max(2 x MSS, 2 x len) up to the buffer's window, and a quick ACK
+            # (icsk_ack.quick |= 1) while it grows; the connection announces the largest subflow window
             room = meta.rcv_buf_bytes - self.rcv_ssthresh
             incr = 2 * plen if 2 * plen > self.wnd_incr else self.wnd_incr
             self.rcv_ssthresh += incr if incr < room else room
