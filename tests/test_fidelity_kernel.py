@@ -69,7 +69,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("buf-0.25bdp", "goodput"): "model 16.40 / kernel 23.86 Mbit/s (-31 %; -35 % before RACK's lost-retransmission "
                                 "detection): " + _SMALL_BUF,
     ("buf-0.25bdp", "ooo_p50"): "model 19.4 / kernel 0.2 ms: " + _SMALL_BUF,
-    ("buf-0.25bdp", "ooo_p95"): "model 112.7 / kernel 49.0 ms: " + _SMALL_BUF,
     ("buf-20bdp", "ooo_p95"): "model 31.1 / kernel 67.6 ms: " + _DEEP_QUEUE,
     ("ping-tmobile", "ooo_p50"): "model 4.9 / kernel 0.0 ms: " + _OOO_SLOW,
 }
@@ -83,6 +82,8 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
 # They are reported, not judged; the numbers are the error against each kernel seed.
 KERNEL_FLIPS: dict[tuple[str, str], str] = {
     ("rate-x10", "share"): "share error 2.4 / 3.3 points against the two kernel seeds (tolerance 3)",
+    ("buf-0.25bdp", "ooo_p95"): "kernel OOO p95 49.0 ms (seed mean of the full matrix) but 102.9 ms in a later run of "
+                                "this test (machine busy), against the model's 112.7: outside or inside 25 % by run",
     ("rate-x10", "goodput"): "model 11.01 Mbit/s against the kernel seeds 10.95 / 10.43 (+0.5 % / +5.6 %, "
                              "tolerance 5 %)",
     ("finite-2M-rtt-x8", "rtt_p50"): "RTT p50 error +12 % / +21 % against the two kernel seeds (tolerance 15 %)",
