@@ -84,6 +84,8 @@ KERNEL_FLIPS: dict[tuple[str, str], str] = {
     ("rate-x10", "share"): "share error 2.4 / 3.3 points against the two kernel seeds (tolerance 3)",
     ("buf-0.25bdp", "ooo_p95"): "kernel OOO p95 49.0 ms (seed mean of the full matrix) but 102.9 ms in a later run of "
                                 "this test (machine busy), against the model's 112.7: outside or inside 25 % by run",
+    ("buf-0.25bdp", "share"): "share error 1.4 points against the full matrix's kernel runs but 6.5 in a later run of "
+                              "this test: with a 13-packet buffer the kernel's split between the paths varies run to run",
     ("rate-x10", "goodput"): "model 11.01 Mbit/s against the kernel seeds 10.95 / 10.43 (+0.5 % / +5.6 %, "
                              "tolerance 5 %)",
     ("finite-2M-rtt-x8", "rtt_p50"): "RTT p50 error +12 % / +21 % against the two kernel seeds (tolerance 15 %)",
