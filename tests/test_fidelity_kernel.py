@@ -88,6 +88,10 @@ KERNEL_FLIPS: dict[tuple[str, str], str] = {
                               "this test: with a 13-packet buffer the kernel's split between the paths varies run to run",
     ("rate-x10", "goodput"): "model 11.01 Mbit/s against the kernel seeds 10.95 / 10.43 (+0.5 % / +5.6 %, "
                              "tolerance 5 %)",
+    ("finite-2M-rtt-x8", "goodput"): "goodput error +1.0 % / +5.1 % against the kernel's runs in two runs of this test "
+                                     "(model 21.50, kernel 21.29 / 20.45 Mbit/s; a 0.76 s transfer)",
+    ("finite-2M-rtt-x8", "ooo_p95"): "kernel OOO p95 71.0 (full matrix), 64.1 and 85.2 ms in runs of this test against the "
+                                     "model's 57.6: inside or outside 25 % by run",
     ("finite-2M-rtt-x8", "rtt_p50"): "RTT p50 error +12 % / +21 % against the two kernel seeds (tolerance 15 %)",
     ("rmem-2M", "ooo_p50"): "kernel OOO p50 6.2 ms (seed mean of the full matrix) but 0.0 ms in a later run of this "
                             "test, against the model's 0.0: the kernel's reordering on this pair varies run to run",
