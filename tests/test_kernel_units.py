@@ -142,3 +142,13 @@ def test_without_mptcp_one_line_says_so(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(Path, "exists", lambda self: False if str(self) == "/proc/sys/net/mptcp/enabled" else real(self))
     with pytest.raises(LabUnavailable, match="MPTCP"):
         check_environment()
+
+
+def test_late_connect_is_the_clients_first_syn_after_time_zero() -> None:
+    from workbench.backends._kernel.labrun import late_connect_ns
+
+    ev = pl.DataFrame({"t_ns": [25_000_000, 25_100_000, 30_000_000, 31_000_000],
+                       "flags": [0x002, 0x012, 0x002, 0x010], "dir": ["c2s", "s2c", "c2s", "c2s"],
+                       "point": ["snd", "snd", "snd", "snd"]})
+    assert late_connect_ns(ev) == 25_000_000  # the first SYN the client sent (its MP_JOIN later)
+    assert late_connect_ns(ev.filter(pl.col("flags") == 0x010)) is None

@@ -43,6 +43,7 @@ ENDPOINT = Path(__file__).with_name("endpoint.py")
 SNAPLEN = 128
 _LEAD_NS = 400_000_000        # from "everything started" to time zero
 _GRACE_NS = 3_000_000_000     # after the planned end: in-flight data, FIN exchange
+_LATE_CONNECT_NS = 20_000_000  # a first SYN later than this after time zero is reported (usually 0.2-0.4 ms)
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,13 @@ def _run(plan: RunPlan, emu: Emulation, workdir: Path) -> dict[str, Any]:
             "addresses": {p.name: {"client": p.client_addr, "server": p.server_addr} for p in lab.paths}}
 
 
+def late_connect_ns(events: pl.DataFrame) -> int | None:
+    """When the client's first SYN left, ns after time zero (``events`` relative to it); None without one."""
+    syn = events.filter(((pl.col("flags").cast(pl.Int64) & 0x2) != 0) & (pl.col("dir") == "c2s")
+                        & (pl.col("point") == "snd"))
+    return int(syn["t_ns"].min()) if syn.height else None  # type: ignore[arg-type]
+
+
 def _analyse(plan: RunPlan, workdir: Path, rec: dict[str, Any]) -> LabResult:
     from workbench.capture import load
     warnings: list[str] = []
@@ -291,6 +299,10 @@ def _analyse(plan: RunPlan, workdir: Path, rec: dict[str, Any]) -> LabResult:
         if lk.get("realtime") is False:
             warnings.append(f"delay line {name}: no real-time priority (delays less exact under load)")
     warnings += [f"schedule: {e}" for e in emu["schedule_errors"]]
+    late = late_connect_ns(events)
+    if late is not None and late > _LATE_CONNECT_NS:
+        warnings.append(f"the client connected {late / 1e6:.0f} ms after time zero (a busy machine delayed the "
+                        "endpoint): the transfer met the paths' schedule that much later than a replay does")
     # bottleneck drops: the FIFO's, plus frames the delay line dropped while an outage held the buffer full
     rec["drops"] = {name: (lk.get("fifo_drops", lk.get("qdisc_drops")) or 0) + (lk.get("hold_drops") or 0)
                     for name, lk in emu["links"].items()}
