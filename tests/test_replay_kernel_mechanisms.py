@@ -8,15 +8,21 @@
   the window grows per segment received, and every segment is ACKed while it grows.
 * RACK in recovery (tcp_rack_detect_loss): a retransmission lost again is found and sent again without
   waiting for the RTO.
+* Spurious-RTO undo (tcp_process_loss / tcp_try_undo_loss: F-RTO and timestamps): an outage whose frames
+  were held, not lost, ends with the originals arriving; the kernel (tcp_probe on outage-fast) resumes at
+  the cwnd it had, the model did slow start from 1 and re-sent the whole window (82 retransmissions
+  against 10). A blackout that dropped the frames is a real loss and is not undone.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import polars as pl
 import pytest
 
 from workbench.backends._model import engine_connection
-from workbench.experiment import stack_profile
+from workbench.experiment import StepSeries, stack_profile
 from workbench.replay import ConnectionConfig, Finite, PathConfig, run_replay
 from workbench.replay.cc import make_cc
 from workbench.schedulers import get
@@ -110,3 +116,29 @@ def test_a_retransmission_lost_again_is_found_by_rack_not_by_the_rto() -> None:
     assert r.summary["completed"]
     assert c["lost_retransmissions"] >= 5, c
     assert c["rto"] < c["lost_retransmissions"], c
+
+
+def _outage_run(*, held: bool):
+    """20 Mbit/s, 10 ms, 100 kB buffer; from 1 s to 2 s the capacity is zero (frames wait in the buffer:
+    held) or every frame is dropped (a blackout)."""
+    p = PathConfig.constant("p", rate_bps=20e6, owd_ns=10 * MS, buffer_bytes=100_000)
+    off = StepSeries((0, S, 2 * S), (20e6, 0.0, 20e6)) if held else None
+    p = (dataclasses.replace(p, rate_down_bps=off) if off is not None
+         else dataclasses.replace(p, loss_down=StepSeries((0, S, 2 * S), (0.0, 1.0, 0.0))))
+    cfg = ConnectionConfig.single_path_tcp(engine_connection(stack_profile("linux-upstream")))
+    r = run_replay([p], get("minrtt"), workload=Finite(size_bytes=12_000_000), conn=cfg, duration_ns=10 * S)
+    acks = r.samples.filter(pl.col("kind") == "ack")  # type: ignore[union-attr]
+    before = acks.filter((pl.col("t_ns") > 0.9 * S) & (pl.col("t_ns") < S))["cwnd_segments"].max()
+    after = acks.filter((pl.col("t_ns") > 2.05 * S) & (pl.col("t_ns") < 2.2 * S))["cwnd_segments"].median()
+    return r, r.summary["per_path"]["p"], before, after
+
+
+def test_an_rto_during_an_outage_that_held_the_frames_is_undone() -> None:
+    r, c, before, after = _outage_run(held=True)
+    _, c_lost, _, _ = _outage_run(held=False)
+    assert r.summary["completed"] and c["rto"] >= 1 and c["rto_undone"] >= 1, c
+    # back at the window it had (less the Recovery it was in when the outage began: x 0.7), not 1
+    assert after >= 0.65 * before, (before, after)
+    # the frames were held: only what the RTOs and that Recovery sent is re-sent; the blackout needs all
+    assert c_lost["rto_undone"] == 0, c_lost
+    assert c["retransmissions"] * 2 < c_lost["retransmissions"], (c, c_lost)

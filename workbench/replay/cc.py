@@ -164,11 +164,11 @@ class CUBIC(CongestionControl):
         return max(int(sf.cwnd * _BETA), 2)
 
     def on_state(self, sf: SubflowSender, state: int, now_ns: int) -> None:
-        if state == 4:  # Loss: bictcp_reset + hystart_reset
-            st = self._st(sf)
-            lm = st.last_max_cwnd
+        if state == 4:  # Loss: bictcp_reset (every field, W_max too: the next epoch grows from the
+            # cwnd it starts at, at least 5 % per RTT) + bictcp_hystart_reset. delay_min, which
+            # bictcp_reset clears too, stays the sender's minimum RTT here (RTT samples reach the CC
+            # only in slow start).
             sf.cc_state = _CubicState()
-            sf.cc_state.last_max_cwnd = lm
             sf.cc_state.round_end_idx = sf.nxt
 
     def on_rtt(self, sf: SubflowSender, rtt_us: int, now_ns: int) -> None:

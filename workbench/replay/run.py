@@ -274,6 +274,7 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
                 "acked_bytes": s.una_bytes - 1,
                 "retransmissions": s.n_retrans,
                 "rto": s.n_rto,
+                "rto_undone": s.n_rto_undone,  # spurious RTOs undone (tcp_try_undo_loss)
                 "queue_drops": d.n_drop_queue,
                 "random_losses": d.n_drop_loss,
                 "max_queue_bytes": d.max_qbytes,

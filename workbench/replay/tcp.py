@@ -21,9 +21,13 @@ Sender, per subflow:
   one; a retransmitted probe acknowledged without a DSACK repaired a loss and reduces cwnd as CWR
   does. RACK (RFC 8985) in Recovery and Loss finds retransmissions lost again: a retransmission
   sent before the latest-sent segment known delivered and out longer than that one's RTT is marked
-  lost and sent again (without it only an RTO repairs a lost retransmission). No RACK reordering
-  window outside recovery (FACK's three segments, the same thing without reordering), no F-RTO, no
-  undo (DSACK).
+  lost and sent again (without it only an RTO repairs a lost retransmission). A spurious RTO is
+  undone as Linux does (tcp_try_undo_loss): F-RTO (tcp_frto = 2, for an RTO out of Open state or
+  after the first of a series) when an ACK acknowledges or SACKs a segment sent before the RTO and
+  never retransmitted, and with timestamps when an ACK that advances snd_una echoes a timestamp older
+  than the first retransmission (tcp_packet_delayed); cwnd and ssthresh are restored (an outage whose
+  frames were held, a delay spike). No RACK reordering window outside recovery (FACK's three segments,
+  the same thing without reordering), no F-RTO new-data probing, no undo in Recovery (DSACK).
 * ``packets_in_flight = packets_out - (sacked_out + lost_out) + retrans_out`` as Linux.
 
 Receiver, per subflow: cumulative ACK by segment number, out-of-order segments held until the hole
@@ -105,17 +109,20 @@ class DataPkt:
 class AckPkt:
     """An ACK of subflow ``sf``: ``ack`` = next expected segment number, ``sack`` = one SACKed segment,
     -1 for none or -2 for a DSACK; the DATA_ACK ``data_ack`` and window ``rwnd`` of the connection;
-    sent at ``t_snd_ns``."""
+    sent at ``t_snd_ns``; ``ts_ecr_ns`` is the timestamp it echoes (TSecr: when the data segment the
+    receiver holds as TS.Recent was sent)."""
 
-    __slots__ = ("ack", "data_ack", "rwnd", "sack", "sf", "t_snd_ns")
+    __slots__ = ("ack", "data_ack", "rwnd", "sack", "sf", "t_snd_ns", "ts_ecr_ns")
 
-    def __init__(self, sf: int, ack: int, sack: int, data_ack: int, rwnd: int, t_snd_ns: int) -> None:
+    def __init__(self, sf: int, ack: int, sack: int, data_ack: int, rwnd: int, t_snd_ns: int,
+                 ts_ecr_ns: int = 0) -> None:
         self.sf = sf
         self.ack = ack
         self.sack = sack
         self.data_ack = data_ack
         self.rwnd = rwnd
         self.t_snd_ns = t_snd_ns
+        self.ts_ecr_ns = ts_ecr_ns
 
     def __repr__(self) -> str:
         return (f"AckPkt(sf={self.sf}, ack={self.ack}, sack={self.sack}, data_ack={self.data_ack}, "
@@ -141,6 +148,7 @@ class SubflowSender:
         "end",
         "established",
         "fack",
+        "frto",
         "hdr_bytes",
         "high_seq",
         "hystart_exits",
@@ -161,6 +169,7 @@ class SubflowSender:
         "n_lost_retrans",
         "n_retrans",
         "n_rto",
+        "n_rto_undone",
         "n_sent",
         "n_tlp",
         "name",
@@ -168,6 +177,7 @@ class SubflowSender:
         "packets_out",
         "pf",
         "prior_cwnd",
+        "prior_ssthresh",
         "prr_delivered",
         "prr_out",
         "queued",
@@ -180,6 +190,7 @@ class SubflowSender:
         "rec",
         "retrans_hint",
         "retrans_out",
+        "retrans_stamp_ns",
         "rto_min_us",
         "rto_timer",
         "rto_us",
@@ -203,6 +214,7 @@ class SubflowSender:
         "tlp_timer",
         "una",
         "una_bytes",
+        "undo_marker",
         "write_bytes",
     )
 
@@ -257,6 +269,10 @@ class SubflowSender:
         self.ca_state = CA_OPEN
         self.high_seq = 0
         self.prior_cwnd = init_cwnd
+        self.prior_ssthresh = 0      # ssthresh before the RTO, restored if it proves spurious
+        self.undo_marker = False     # tp->undo_marker: an RTO's reduction may still be undone
+        self.frto = False            # tp->frto: F-RTO (net.ipv4.tcp_frto = 2) judges this RTO
+        self.retrans_stamp_ns = 0    # tp->retrans_stamp: when the first retransmission left (0 = none)
         self.prr_delivered = 0
         self.prr_out = 0
         self.max_po = 0              # tp->max_packets_out over the current window
@@ -295,6 +311,7 @@ class SubflowSender:
         self.n_sent = 0
         self.n_retrans = 0
         self.n_rto = 0
+        self.n_rto_undone = 0
         self.n_fast_recoveries = 0
 
     # ----------------------------------------------------------------------------------- queries
@@ -379,6 +396,8 @@ class SubflowSender:
         if rec is not None:
             rec.snd.append(_new_row(SndRow, (now, self.index, seq, plen, dsn, retrans, reinj)))
         self.n_sent += 1
+        if retrans and not self.retrans_stamp_ns:
+            self.retrans_stamp_ns = now  # tcp_retransmit_skb: the first retransmission's timestamp
         self.link.send(DataPkt(self.index, i, seq, plen, dsn, now, retrans, reinj), plen + self.hdr_bytes)
 
     def try_send(self, now: int) -> None:
@@ -524,6 +543,7 @@ class SubflowSender:
         sflags = self.sflags
         una = self.una
         newly = 0
+        orig_acked = False
         if s >= una and s < self.nxt:
             f = sflags[s]
             if not f & F_SACKED:
@@ -534,6 +554,8 @@ class SubflowSender:
                 sflags[s] = (f | F_SACKED) & ~(F_LOST | F_RETRANS)
                 self.sacked_out += 1
                 newly = 1
+                if not f & F_EVER_RETRANS and s < self.high_seq:
+                    orig_acked = True  # FLAG_ORIG_SACK_ACKED: an original sent before the RTO arrived
                 if s + 1 > self.fack:
                     self.fack = s + 1
                 self._rack_advance(s, f, now)
@@ -547,6 +569,7 @@ class SubflowSender:
                     retrans_acked = True
                 else:
                     first_tx = self.stx[una]
+                    orig_acked = una < self.high_seq
                 ack_range = range(0)
             else:
                 ack_range = range(una, ack)
@@ -563,6 +586,8 @@ class SubflowSender:
                         self.retrans_out -= 1
                     if f & F_EVER_RETRANS:
                         retrans_acked = True
+                    elif not f & F_SACKED and i < self.high_seq:
+                        orig_acked = True  # tcp_clean_rtx_queue: an original, not SACKed before
                 elif first_tx < 0:
                     first_tx = self.stx[i]
             if ack_range:
@@ -586,16 +611,26 @@ class SubflowSender:
                 self.rate_t0_ns = now
                 self.rate_una_bytes = nb
         state = self.ca_state
+        if state == CA_LOSS and self.undo_marker and (
+                (self.frto and orig_acked) or (acked and 0 < pkt.ts_ecr_ns < self.retrans_stamp_ns)):
+            # tcp_process_loss -> tcp_try_undo_loss: F-RTO saw an original sent before the RTO arrive
+            # (acked or SACKed, never retransmitted), or the ACK echoes a timestamp older than the first
+            # retransmission (tcp_packet_delayed): the RTO was spurious (a delay spike, an outage whose
+            # frames were held, not lost). Undo its reduction.
+            self._undo_loss()
+            state = CA_OPEN
         if state:
             if state == CA_RECOVERY:
                 if self.una >= self.high_seq:
                     self.ca_state = state = CA_OPEN
+                    self.undo_marker = False
                     if self.ssthresh < self.cwnd:
                         self.cwnd = self.ssthresh
                 else:
                     self._mark_lost()
             elif state == CA_LOSS and self.una >= self.high_seq:
                 self.ca_state = state = CA_OPEN
+                self.undo_marker = False
             if state and self.retrans_out and (newly or acked):
                 self._rack_lost_retrans(now)
         if state == CA_OPEN and self.sacked_out and self.fack - self.una > _DUPTHRESH:
@@ -612,6 +647,8 @@ class SubflowSender:
                 self.cwnd_max_seen = self.cwnd
                 conn.sndbuf_stale = True  # the autotuned send buffer grows with it
         if acked:
+            if not self.retrans_out and state == CA_OPEN:
+                self.retrans_stamp_ns = 0  # no retransmission outstanding any more
             if self.una == self.nxt:
                 self.rto_timer.deadline = None
                 self.tlp_timer.deadline = None
@@ -633,6 +670,26 @@ class SubflowSender:
             rec.samples.append(_new_row(SampleRow, (now, False, self.index, self.cwnd, self.in_flight,
                                                          self.srtt_ns, self.queued_bytes,
                                                          conn.write_seq - conn.snd_una, conn.rx.ooo_bytes)))
+
+    def _undo_loss(self) -> None:
+        """tcp_undo_cwnd_reduction(unmark_loss=True): cwnd back to what it was before the RTO (cubic's
+        undo_cwnd = tcp_reno_undo_cwnd: max(cwnd, prior_cwnd)), ssthresh to the one kept then, segments
+        no longer marked lost, Open state."""
+        sflags = self.sflags
+        for i in range(self.una, self.nxt):
+            if sflags[i] & F_LOST:
+                sflags[i] &= ~F_LOST
+        self.lost_out = 0
+        self.lost_hint = self.retrans_hint = self.una  # tcp_clear_all_retrans_hints: FACK looks again
+        if self.prior_cwnd > self.cwnd:
+            self.cwnd = self.prior_cwnd
+        if self.prior_ssthresh > self.ssthresh:
+            self.ssthresh = self.prior_ssthresh
+        self.undo_marker = False
+        self.frto = False
+        self.backoff = 0  # icsk_retransmits = 0
+        self.ca_state = CA_OPEN
+        self.n_rto_undone += 1
 
     def _mark_lost(self) -> None:
         """FACK: every un-SACKed segment at least dupthresh below the highest SACKed one is lost."""
@@ -699,6 +756,9 @@ class SubflowSender:
 
     def _enter_recovery(self, now: int) -> None:
         self.n_fast_recoveries += 1
+        # tcp_enter_recovery: tcp_init_undo and tcp_current_ssthresh kept (for an RTO inside it undone)
+        self.undo_marker = True
+        self.prior_ssthresh = max(self.ssthresh, (self.cwnd >> 1) + (self.cwnd >> 2))
         self.prior_cwnd = self.cwnd
         self.ssthresh = self.cc.ssthresh(self)
         self.high_seq = self.nxt
@@ -772,10 +832,19 @@ class SubflowSender:
         if self.una == self.nxt:
             return
         self.n_rto += 1
-        if self.backoff == 0 or self.ca_state != CA_LOSS:
-            if self.ca_state != CA_LOSS:
-                self.prior_cwnd = self.cwnd
+        state = self.ca_state
+        if state == CA_OPEN or self.una >= self.high_seq or (state == CA_LOSS and self.backoff == 0):
+            # tcp_enter_loss reduces ssthresh unless that was done inside this window (an RTO in an
+            # unfinished Recovery keeps the Recovery's ssthresh, prior values and undo marker);
+            # tcp_current_ssthresh (the reduced one in Recovery, else at least 3/4 cwnd) is kept for
+            # the undo, and tcp_init_undo
+            self.prior_ssthresh = (self.ssthresh if state == CA_RECOVERY
+                                   else max(self.ssthresh, (self.cwnd >> 1) + (self.cwnd >> 2)))
+            self.prior_cwnd = self.cwnd
+            self.undo_marker = True
             self.ssthresh = self.cc.ssthresh(self)
+        # F-RTO for an RTO out of Open state, or any RTO after the first of a series
+        self.frto = state == CA_OPEN or self.backoff > 0
         self.cwnd = 1
         self.cwnd_cnt = 0.0
         self.ca_state = CA_LOSS
@@ -808,8 +877,8 @@ class SubflowReceiver:
 
     __slots__ = (
         "ack_bytes", "delack_ns", "delack_timer", "delayed_ack", "index", "last_data_ns", "link", "loop",
-        "meta", "ooo", "quick", "quickack_on_meta_ooo", "rcv_nxt", "rcv_ssthresh", "rec", "rto_guess_ns",
-        "unacked", "wnd_incr",
+        "meta", "ooo", "quick", "quickack_on_meta_ooo", "rcv_nxt", "rcv_ssthresh", "rcv_wup", "rec", "rto_guess_ns",
+        "ts_recent_ns", "unacked", "wnd_incr",
     )
 
     def __init__(self, loop: EventLoop, *, index: int, meta: ConnReceiver, link: Link,
@@ -835,6 +904,10 @@ class SubflowReceiver:
         # window does not grow: it is the whole buffer from the start)
         self.rcv_ssthresh = meta.wnd_grown
         self.wnd_incr = wnd_incr_bytes
+        # TCP timestamps (RFC 7323 / tcp_replace_ts_recent): TS.Recent is taken from segments at or
+        # below rcv_wup (rcv_nxt when the last ACK left), never moving back (PAWS)
+        self.rcv_wup = 0
+        self.ts_recent_ns = 0
 
     def on_data(self, pkt: DataPkt) -> None:
         now = self.loop.now
@@ -848,6 +921,8 @@ class SubflowReceiver:
         if now - self.last_data_ns > self.rto_guess_ns and self.last_data_ns >= 0:
             self.quick = _TCP_MAX_QUICKACKS  # tcp_event_data_recv: idle longer than RTO
         self.last_data_ns = now
+        if i <= self.rcv_wup and pkt.t_snd_ns > self.ts_recent_ns:
+            self.ts_recent_ns = pkt.t_snd_ns
         meta = self.meta
         if self.rcv_ssthresh < meta.rcv_buf_bytes and self.wnd_incr and i >= self.rcv_nxt:
             # tcp_grow_window, for new data in order and out of order alike (not duplicates):
@@ -907,5 +982,6 @@ class SubflowReceiver:
         w = meta.rcv_buf_bytes - meta.ooo_bytes
         if w > meta.wnd_grown:
             w = meta.wnd_grown
-        self.link.send(AckPkt(self.index, self.rcv_nxt, sack, meta.rcv_nxt, w if w > 0 else 0, now),
-                       self.ack_bytes + (12 if sack != -1 else 0))
+        self.rcv_wup = self.rcv_nxt
+        self.link.send(AckPkt(self.index, self.rcv_nxt, sack, meta.rcv_nxt, w if w > 0 else 0, now,
+                              self.ts_recent_ns), self.ack_bytes + (12 if sack != -1 else 0))

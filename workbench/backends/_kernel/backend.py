@@ -82,10 +82,10 @@ class KernelBackend(Backend):
                 "client_pcap": str(result.client_pcap), "server_pcap": str(result.server_pcap),
                 "t0_ns": rec["t0_ns"], "accuracy": result.accuracy, "schedule_applied": emu["applied"],
                 "delay_changes": {k: v.get("changes", []) for k, v in emu["links"].items()},
-                "endpoints": rec["endpoints"]}
-        events = result.events
+                "endpoints": rec["endpoints"], "kernel_state": rec.get("probe")}
+        events, samples = result.events, result.samples
         return Run(backend=self.name, experiment=experiment, counters=counters, provenance=prov,
-                   warnings=[*notes, *result.warnings], events_fn=lambda: events, samples_fn=lambda: None,
+                   warnings=[*notes, *result.warnings], events_fn=lambda: events, samples_fn=lambda: samples,
                    detail=result)
 
 

@@ -35,12 +35,14 @@ from workbench.backends._kernel.accuracy import (
 )
 from workbench.backends._kernel.emulation import Emulation, PathPlan, wait_until
 from workbench.backends._kernel.shaping import outages
+from workbench.backends._kernel.tcpprobe import TcpProbe, probe_samples, sweep_stale_instances
 from workbench.backends._kernel.topology import sweep_stale
 
 __all__ = ["LabResult", "RunPlan", "StackPlan", "SubflowPlan", "TransferPlan", "run_lab"]
 
 ENDPOINT = Path(__file__).with_name("endpoint.py")
 SNAPLEN = 128
+SERVER_PORT = 5201             # the server endpoint's port (the tcp_probe filter follows it)
 _LEAD_NS = 400_000_000        # from "everything started" to time zero
 _GRACE_NS = 3_000_000_000     # after the planned end: in-flight data, FIN exchange
 _LATE_CONNECT_NS = 20_000_000  # a first SYN later than this after time zero is reported (usually 0.2-0.4 ms)
@@ -94,6 +96,10 @@ class LabResult:
     rate_bins: pl.DataFrame
     delay_bins: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
+    # the kernel's own state of the data sender (SAMPLES: cwnd, srtt per ACK) and the raw tcp_probe
+    # rows of both ends (`tcpprobe.probe_samples`); None when the tracepoint was out of reach
+    samples: pl.DataFrame | None = None
+    probe: pl.DataFrame | None = None
 
     @property
     def accuracy(self) -> dict[str, Any]:
@@ -138,6 +144,7 @@ def run_lab(plan: RunPlan, workdir: Path, *, use_netem: bool | None = None) -> L
     """Run ``plan`` on the real kernel, files in ``workdir`` (created). See the module docstring."""
     check_environment()
     sweep_stale()
+    sweep_stale_instances()
     workdir.mkdir(parents=True, exist_ok=True)
     wall0 = time.monotonic()
     with _signals_as_interrupt(), Emulation(plan.paths, workdir=workdir, seed=plan.seed, use_netem=use_netem) as emu:
@@ -173,49 +180,51 @@ def _run(plan: RunPlan, emu: Emulation, workdir: Path) -> dict[str, Any]:
             raise RuntimeError(f"tcpdump ({side}) did not start: {reader.text(wait_s=0)[:300]}")
     net0 = lab.paths[first.path]
     down = plan.transfer.direction == "down"
-    common = ["--port", "5201", "--cc", st.congestion_control, "--label", str(workdir)]
+    common = ["--port", str(SERVER_PORT), "--cc", st.congestion_control, "--label", str(workdir)]
     if st.sndbuf_bytes:
         common += ["--sndbuf", str(st.sndbuf_bytes)]
     size = ["--size", str(plan.transfer.size_bytes)] if plan.transfer.size_bytes is not None else []
-    py = sys.executable
-    server = lab.spawn(lab.server_ns, [py, str(ENDPOINT), "server", "--role", "send" if down else "recv",
-                                       *common, *(size if down else [])], stdin=subprocess.PIPE)
-    client = lab.spawn(lab.client_ns, [py, str(ENDPOINT), "client", "--connect", net0.server_addr, "--bind",
-                                       net0.client_addr, "--role", "recv" if down else "send",
-                                       *common, *([] if down else size)], stdin=subprocess.PIPE)
-    outs = {"client": (client, LineReader(client.stdout), LineReader(client.stderr)),
-            "server": (server, LineReader(server.stdout), LineReader(server.stderr))}
-    for side, (_, out, err) in outs.items():
-        if out.wait_for("ready", 20.0) is None:
-            raise RuntimeError(f"the MPTCP {side} did not start: {err.text(wait_s=0)[-300:]}")
-    # time zero: everything is up; the delay lines and the scheduler get it first
-    t0 = time.time_ns() + _LEAD_NS
-    if plan.duration_ns is not None:
-        deadline = t0 + plan.duration_ns + _GRACE_NS
-    elif plan.transfer.stop_ns is not None:
-        deadline = t0 + plan.transfer.stop_ns + 4 * _GRACE_NS
-    else:
-        deadline = t0 + 60_000_000_000
-    stop_at = t0 + plan.transfer.stop_ns if plan.transfer.stop_ns is not None else None
-    if plan.transfer.stop_ns is None and plan.transfer.size_bytes is None and plan.duration_ns is not None:
-        stop_at = t0 + plan.duration_ns  # endless bulk: stop writing at the time cap
-    joins = [(s.join_ns, f"subflow-{i}", "endpoint", float(s.path + 1),
-              (lambda idx=s.path + 1, b=s.backup: lab.add_endpoint(idx, backup=b)))
-             for i, s in enumerate(plan.subflows) if i > 0 and s.join_ns is not None]
-    emu.start(t0, extra=joins)
-    go = f"GO {t0} {stop_at if stop_at is not None else '-'} {deadline}\n"
-    for p, _, _ in outs.values():
-        assert p.stdin is not None
-        p.stdin.write(go)
-        p.stdin.flush()
-    reports = {}
-    for side, (p, out, err) in outs.items():
-        try:
-            p.wait(timeout=max((deadline - time.time_ns()) / 1e9, 0) + 5)
-        except subprocess.TimeoutExpired:
-            lab.stop(p)
-        text = err.text().strip()
-        reports[side] = _json_line(out.text()) | ({"stderr": text[-300:]} if text else {})
+    probe = TcpProbe(SERVER_PORT)
+    with probe:  # the kernel's own cwnd / RTT while the endpoints run
+        py = sys.executable
+        server = lab.spawn(lab.server_ns, [py, str(ENDPOINT), "server", "--role", "send" if down else "recv",
+                                           *common, *(size if down else [])], stdin=subprocess.PIPE)
+        client = lab.spawn(lab.client_ns, [py, str(ENDPOINT), "client", "--connect", net0.server_addr, "--bind",
+                                           net0.client_addr, "--role", "recv" if down else "send",
+                                           *common, *([] if down else size)], stdin=subprocess.PIPE)
+        outs = {"client": (client, LineReader(client.stdout), LineReader(client.stderr)),
+                "server": (server, LineReader(server.stdout), LineReader(server.stderr))}
+        for side, (_, out, err) in outs.items():
+            if out.wait_for("ready", 20.0) is None:
+                raise RuntimeError(f"the MPTCP {side} did not start: {err.text(wait_s=0)[-300:]}")
+        # time zero: everything is up; the delay lines and the scheduler get it first
+        t0 = time.time_ns() + _LEAD_NS
+        if plan.duration_ns is not None:
+            deadline = t0 + plan.duration_ns + _GRACE_NS
+        elif plan.transfer.stop_ns is not None:
+            deadline = t0 + plan.transfer.stop_ns + 4 * _GRACE_NS
+        else:
+            deadline = t0 + 60_000_000_000
+        stop_at = t0 + plan.transfer.stop_ns if plan.transfer.stop_ns is not None else None
+        if plan.transfer.stop_ns is None and plan.transfer.size_bytes is None and plan.duration_ns is not None:
+            stop_at = t0 + plan.duration_ns  # endless bulk: stop writing at the time cap
+        joins = [(s.join_ns, f"subflow-{i}", "endpoint", float(s.path + 1),
+                  (lambda idx=s.path + 1, b=s.backup: lab.add_endpoint(idx, backup=b)))
+                 for i, s in enumerate(plan.subflows) if i > 0 and s.join_ns is not None]
+        emu.start(t0, extra=joins)
+        go = f"GO {t0} {stop_at if stop_at is not None else '-'} {deadline}\n"
+        for p, _, _ in outs.values():
+            assert p.stdin is not None
+            p.stdin.write(go)
+            p.stdin.flush()
+        reports = {}
+        for side, (p, out, err) in outs.items():
+            try:
+                p.wait(timeout=max((deadline - time.time_ns()) / 1e9, 0) + 5)
+            except subprocess.TimeoutExpired:
+                lab.stop(p)
+            text = err.text().strip()
+            reports[side] = _json_line(out.text()) | ({"stderr": text[-300:]} if text else {})
     t_end = time.time_ns()
     wait_until(t_end + 300_000_000)  # the last ACKs reach the captures
     capture_drops: dict[str, int] = {}
@@ -231,7 +240,7 @@ def _run(plan: RunPlan, emu: Emulation, workdir: Path) -> dict[str, Any]:
     emulation = emu.stop()
     return {"t0_ns": t0, "end_ns": t_end - t0, "build_s": round(build_s, 3), "endpoints": reports,
             "capture_drops": capture_drops, "emulation": emulation, "delay_mode": emu.delay_mode,
-            "namespaces": lab.namespaces,
+            "namespaces": lab.namespaces, "probe_rows": probe.rows, "probe_problem": probe.problem,
             "addresses": {p.name: {"client": p.client_addr, "server": p.server_addr} for p in lab.paths}}
 
 
@@ -245,6 +254,9 @@ def late_connect_ns(events: pl.DataFrame) -> int | None:
 def _analyse(plan: RunPlan, workdir: Path, rec: dict[str, Any]) -> LabResult:
     from workbench.capture import load
     warnings: list[str] = []
+    probe_rows: pl.DataFrame | None = rec.pop("probe_rows", None)
+    probe_problem: str | None = rec.pop("probe_problem", None)
+    samples = raw = None
     client_pcap, server_pcap = workdir / "client.pcap", workdir / "server.pcap"
     path_names = {a["client"]: name for name, a in rec["addresses"].items()}
     cap = load(client_pcap, peer=server_pcap, path_names=path_names, use_cache=False)
@@ -258,6 +270,13 @@ def _analyse(plan: RunPlan, workdir: Path, rec: dict[str, Any]) -> LabResult:
         rec["subflows"] = [{"subflow": int(r["subflow"]), "path": r["path"], "join": bool(r["join"]),
                             "start_ns": int(r["start_ns"]) - t0 if r["start_ns"] is not None else None,
                             "bytes": int(r["bytes"] or 0)} for r in sfs.iter_rows(named=True)]
+        if probe_rows is not None:
+            samples, raw = probe_samples(probe_rows, sfs, t0_ns=t0,
+                                         sender="server" if plan.transfer.direction == "down" else "client")
+            if not samples.height:
+                probe_problem = probe_problem or "tcp_probe recorded no ACK of this run's sender"
+    # not a warning: no number the run shows depends on it; the record and the provenance say it
+    rec["probe"] = probe_problem or "recorded"
     # accuracy: rate and delay in force per path and direction (s2c = down link)
     emu = rec["emulation"]
     links = {(p.name, d): link_in_force(lk.rate_bps, lk.owd_ns, name=lk.name, emulation=emu)
@@ -307,4 +326,8 @@ def _analyse(plan: RunPlan, workdir: Path, rec: dict[str, Any]) -> LabResult:
     rec["drops"] = {name: (lk.get("fifo_drops", lk.get("qdisc_drops")) or 0) + (lk.get("hold_drops") or 0)
                     for name, lk in emu["links"].items()}
     rec["warnings"] = warnings
-    return LabResult(workdir, client_pcap, server_pcap, events, rec, rate, delay, warnings)
+    if raw is not None:
+        rec["probe_row_count"] = raw.height
+        raw.write_parquet(workdir / "tcp_probe.parquet")
+    return LabResult(workdir, client_pcap, server_pcap, events, rec, rate, delay, warnings, samples=samples,
+                     probe=raw)
