@@ -749,9 +749,13 @@ KNOWN_DIFFERENCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "outstanding = the window), then grows by 2 x len per segment to 3.4-3.9 MB. Tried: the autotuning of "
      "Linux 6.18 from its source (mptcp_rcvbuf_grow with the slow-start term, the receiver's RTT from "
      "timestamp echoes, tcp_rcv_rtt_update): it makes the plateau (448 kB until 0.25 s on buf-1bdp) and heals "
-     "buf-0.25bdp (-31 % -> -9 %) and buf-8bdp (-9 % -> +1 %), but ends the plateau too early where the slow "
-     "path's RTT is long (rate-x10-rtt-x15 +2 % -> +39 %), and the matrix got worse as a whole (goodput 41 -> "
-     "36 / 54, OOO p50 29 -> 25): not kept until what ends the kernel's plateau is known."),
+     "buf-0.25bdp (-31 % -> -9 %, again -25 % -> -1 % on the second kernel run) and buf-8bdp (-9 % -> +1 %), but "
+     "its plateau is higher and shorter than the kernel's, so the slow path still leaves slow start at cwnd 66 by "
+     "its ACK train where the kernel's, starved by the full window, leaves at 88 (the OOO entry below), and it "
+     "ends the plateau far too early where the slow path's RTT is long (rate-x10-rtt-x15 +14 % -> +56 %). On "
+     "the matrix as a whole (second kernel run, with the RTO undo): goodput 41 -> 39 / 54, share 47 -> 44, OOO "
+     "p50 31 -> 25, p95 34 -> 31, RTT 44 -> 46: not kept until what ends the kernel's plateau is known (the "
+     "MPTCP socket's autotuning state is not traced by this kernel; kprobes are refused here)."),
     ("A path whose capacity falls to (near) zero", ("wifi+tmobile", "outage-fast", "outage-slow"),
      "Finding (before): the kernel's goodput was far below the model's when a path's capacity fell to zero "
      "(wifi+tmobile +150 %, outage-fast +37 %), with OOO p95 of 1.5-2.3 s. Cause, measured: an emulation "

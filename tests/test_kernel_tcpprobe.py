@@ -32,7 +32,7 @@ def test_rows_parse_exactly_and_map_to_the_capture_subflows() -> None:
     assert rows.height == 4  # the truncated line is skipped, not guessed
     assert rows["t_ns"].to_list() == [100_000_123_000 + 5_000, 100_000_200_000 + 5_000,
                                       100_000_300_000 + 5_000, 100_000_400_000 + 5_000]
-    assert rows["snd_nxt"][2] == 0xFFFFFFFF and rows["ssthresh_segments"][2] == 14
+    assert rows["snd_nxt"][2] == 0xFFFFFFFF and rows["current_ssthresh_segments"][2] == 14
     samples, raw = probe_samples(rows, SUBFLOWS, t0_ns=100_000_000_000, sender="server")
     assert dict(samples.schema) == SAMPLES
     # the server's two sockets of this capture; the client's socket goes to the raw table only, and the

@@ -11,11 +11,12 @@ address and port afterwards (a second lab run uses the same addresses, but not t
 What the model records as SAMPLES and the kernel states here: ``cwnd_segments`` and ``srtt_ns`` of
 the data sender, one row per ACK it received (kind ``ack``). The kernel row is taken before the ACK
 is processed; the bytes in flight it shows (snd_nxt - snd_una) include SACKed and lost segments, so
-``inflight_segments`` and the buffer columns stay empty rather than approximate, and the table
-`probe_table` keeps the raw values (ssthresh, snd_una, snd_nxt, windows) for calibration.
+``inflight_segments`` and the buffer columns stay empty rather than approximate. The raw table keeps the values as the tracepoint gives them for calibration: snd_una, snd_nxt,
+windows, and ``current_ssthresh_segments``, which is tcp_current_ssthresh (the slow-start threshold
+during a window reduction, else at least 3/4 of cwnd: it rises with cwnd in congestion avoidance).
 
 No tracefs (not root, no CONFIG_FTRACE, a container without it): the run goes on without the
-kernel's state, with a warning saying so.
+kernel's state; ``provenance["kernel_state"]`` says why (no number the run shows depends on it).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ _LINE = re.compile(r"\s(\d+\.\d+): tcp_probe: (.*)$")
 _FIELDS = ("src", "dest", "snd_nxt", "snd_una", "snd_cwnd", "ssthresh", "snd_wnd", "srtt", "rcv_wnd")
 PROBE_COLUMNS: dict[str, pl.DataType] = {
     "t_ns": pl.Int64(), "local": pl.String(), "remote": pl.String(), "snd_nxt": pl.UInt32(),
-    "snd_una": pl.UInt32(), "cwnd_segments": pl.UInt32(), "ssthresh_segments": pl.UInt32(),
+    "snd_una": pl.UInt32(), "cwnd_segments": pl.UInt32(), "current_ssthresh_segments": pl.UInt32(),
     "snd_wnd_bytes": pl.UInt32(), "srtt_us": pl.UInt32(), "rcv_wnd_bytes": pl.UInt32(),
 }
 
@@ -152,7 +153,7 @@ def _parse(text: str, mono_to_wall_ns: int) -> pl.DataFrame:
         cols["snd_nxt"].append(int(kv["snd_nxt"], 16))
         cols["snd_una"].append(int(kv["snd_una"], 16))
         cols["cwnd_segments"].append(int(kv["snd_cwnd"]))
-        cols["ssthresh_segments"].append(int(kv["ssthresh"]))
+        cols["current_ssthresh_segments"].append(int(kv["ssthresh"]))
         cols["snd_wnd_bytes"].append(int(kv["snd_wnd"]))
         cols["srtt_us"].append(int(kv["srtt"]))
         cols["rcv_wnd_bytes"].append(int(kv["rcv_wnd"]))
