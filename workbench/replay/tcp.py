@@ -671,6 +671,13 @@ class SubflowSender:
                                                          self.srtt_ns, self.queued_bytes,
                                                          conn.write_seq - conn.snd_una, conn.rx.ooo_bytes)))
 
+    def _current_ssthresh(self) -> int:
+        """tcp_current_ssthresh: the reduced ssthresh during a window reduction (Recovery), else at
+        least 3/4 of cwnd."""
+        if self.ca_state == CA_RECOVERY:
+            return self.ssthresh
+        return max(self.ssthresh, (self.cwnd >> 1) + (self.cwnd >> 2))
+
     def _undo_loss(self) -> None:
         """tcp_undo_cwnd_reduction(unmark_loss=True): cwnd back to what it was before the RTO (cubic's
         undo_cwnd = tcp_reno_undo_cwnd: max(cwnd, prior_cwnd)), ssthresh to the one kept then, segments
@@ -758,7 +765,7 @@ class SubflowSender:
         self.n_fast_recoveries += 1
         # tcp_enter_recovery: tcp_init_undo and tcp_current_ssthresh kept (for an RTO inside it undone)
         self.undo_marker = True
-        self.prior_ssthresh = max(self.ssthresh, (self.cwnd >> 1) + (self.cwnd >> 2))
+        self.prior_ssthresh = self._current_ssthresh()
         self.prior_cwnd = self.cwnd
         self.ssthresh = self.cc.ssthresh(self)
         self.high_seq = self.nxt
@@ -838,8 +845,7 @@ class SubflowSender:
             # unfinished Recovery keeps the Recovery's ssthresh, prior values and undo marker);
             # tcp_current_ssthresh (the reduced one in Recovery, else at least 3/4 cwnd) is kept for
             # the undo, and tcp_init_undo
-            self.prior_ssthresh = (self.ssthresh if state == CA_RECOVERY
-                                   else max(self.ssthresh, (self.cwnd >> 1) + (self.cwnd >> 2)))
+            self.prior_ssthresh = self._current_ssthresh()
             self.prior_cwnd = self.cwnd
             self.undo_marker = True
             self.ssthresh = self.cc.ssthresh(self)
@@ -979,9 +985,6 @@ class SubflowReceiver:
         self.unacked = 0
         self.delack_timer.deadline = None
         meta = self.meta
-        w = meta.rcv_buf_bytes - meta.ooo_bytes
-        if w > meta.wnd_grown:
-            w = meta.wnd_grown
         self.rcv_wup = self.rcv_nxt
-        self.link.send(AckPkt(self.index, self.rcv_nxt, sack, meta.rcv_nxt, w if w > 0 else 0, now,
+        self.link.send(AckPkt(self.index, self.rcv_nxt, sack, meta.rcv_nxt, meta.window(), now,
                               self.ts_recent_ns), self.ack_bytes + (12 if sack != -1 else 0))
