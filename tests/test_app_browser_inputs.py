@@ -151,6 +151,9 @@ def test_tune_and_replay_agree_in_the_browser(server: str, browser: object, tmp_
 def test_switching_to_upload_keeps_schedulers_and_run_is_on(server: str, browser: object) -> None:  # noqa: F811
     page = _open_bundled(browser, server)
     page.locator('[data-testid="stSidebar"]').get_by_text("Upload", exact=True).click()  # type: ignore[attr-defined]
+    # the switch's rerun has happened once the bundled traces' tabs are gone: a file set before it (the
+    # script still idle from the first load) went to an uploader the rerun then replaced (a busy CI run)
+    page.get_by_role("tab", name="Paths").wait_for(state="detached", timeout=60_000)  # type: ignore[attr-defined]
     page.locator('[data-testid="stFileUploader"] input[type="file"]').first.wait_for(  # type: ignore[attr-defined]
         state="attached", timeout=60_000)
     _idle(page)
