@@ -293,8 +293,16 @@ CONFIGS = configs
 QUICK: Callable[[], list[Config]] = lambda: [x for x in configs() if x.quick]  # noqa: E731
 
 
-def experiment(cfg: Config, seed: int, *, bulk_s: float = BULK_S, duration_s: float = DURATION_S) -> Experiment:
-    """The configuration as an `Experiment` (paths ``p1``..``p4``, upstream scheduler, CUBIC)."""
+def run_length_s(bulk_s: float) -> float:
+    """How long a run with ``bulk_s`` seconds of bulk transfer lasts (finite transfers must finish in it)."""
+    return bulk_s + DURATION_S - BULK_S
+
+
+def experiment(cfg: Config, seed: int, *, bulk_s: float = BULK_S, duration_s: float | None = None) -> Experiment:
+    """The configuration as an `Experiment` (paths ``p1``..``p4``, upstream scheduler, CUBIC); the run
+    lasts `run_length_s` unless ``duration_s`` says otherwise."""
+    if duration_s is None:
+        duration_s = run_length_s(bulk_s)
     paths = [two_way_path(f"p{i + 1}", rate_bps=p.rate_bps, owd_ns=p.owd_ns, buffer_bytes=p.buffer_bytes, loss=p.loss,
                           loss_up=p.loss)
              for i, p in enumerate(cfg.paths)]
@@ -373,8 +381,7 @@ def run_matrix(cfgs: Sequence[Config], seeds: Sequence[int], *, jobs: int = 2, k
     """Every (config, seed) on the kernel (one at a time) and then on the model (``jobs`` workers):
     one row per run."""
     con = console or Console(stderr=True)
-    todo = [(c.name, s, experiment(c, s, bulk_s=bulk_s, duration_s=bulk_s + DURATION_S - BULK_S), len(c.paths))
-            for c in cfgs for s in seeds]
+    todo = [(c.name, s, experiment(c, s, bulk_s=bulk_s), len(c.paths)) for c in cfgs for s in seeds]
     rows: list[dict[str, Any]] = []
     if kernel:
         for i, (name, seed, e, n) in enumerate(todo):
@@ -622,7 +629,7 @@ def write_doc(df: pl.DataFrame, cfgs: Sequence[Config], path: Path, *, command: 
     w("")
     w(f"Kernel {os.uname().release}, delay by {', '.join(modes) or '–'}; upstream default scheduler, CUBIC, "
       f"stack profile linux-upstream. {len(cfgs)} configurations x {df['seed'].n_unique()} seeds, bulk transfers "
-      f"{run_bulk_s(df):g} s in {run_bulk_s(df) + DURATION_S - BULK_S:g} s runs. Each backend's metrics are averaged over the seeds, then compared. "
+      f"{run_bulk_s(df):g} s in {run_length_s(run_bulk_s(df)):g} s runs. Each backend's metrics are averaged over the seeds, then compared. "
       f"Paths are `p1`..`p4` (p1 carries the initial subflow); the kernel backend runs one subflow per path, so "
       f"3-4 subflows are 3-4 paths. Rate traces are capped at 40 Mbit/s and 5Gophers throughputs scaled x0.1 so "
       f"the user-space delay line keeps up on 2 cores.")

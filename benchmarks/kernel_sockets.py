@@ -25,7 +25,7 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.fidelity import BULK_S, DURATION_S, configs, experiment
+from benchmarks.fidelity import BULK_S, configs, experiment
 
 app = typer.Typer(add_completion=False)
 
@@ -70,8 +70,9 @@ def main(config: Annotated[str, typer.Argument(help="a fidelity configuration (b
         print(f"kernel_sockets: --side must be client or server, not {side!r}")
         raise typer.Exit(2)
     from workbench.backends import get_backend
+    from workbench.backends._kernel.labrun import SERVER_PORT
 
-    e = experiment(cfgs[config], seed, bulk_s=bulk_s, duration_s=bulk_s + DURATION_S - BULK_S)
+    e = experiment(cfgs[config], seed, bulk_s=bulk_s)
     suffix = "-c" if side == "client" else "-s"
     samples: list[tuple[float, str]] = []
     stop = threading.Event()
@@ -84,7 +85,7 @@ def main(config: Annotated[str, typer.Argument(help="a fidelity configuration (b
                        and n.split()[0].endswith(suffix)), None)
             time.sleep(0.002)
         while not stop.is_set() and ns is not None:
-            r = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tmiMH", "( sport = :5201 or dport = :5201 )"],
+            r = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tmiMH", f"( sport = :{SERVER_PORT} or dport = :{SERVER_PORT} )"],
                                capture_output=True, text=True).stdout
             if "skmem" in r:
                 samples.append((time.monotonic(), r))
