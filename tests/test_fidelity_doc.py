@@ -54,3 +54,18 @@ def test_the_doc_sets_each_length_beside_the_kernel_against_itself(tmp_path: Pat
     row = next(line for line in text.splitlines() if line.startswith("| goodput within 5 % | 0 / 2 | 0 / 2 |"))
     assert row.endswith("| 2 / 2 | 2 / 2 |"), row  # 10 s: model inside on both, the kernel agrees with itself
     assert "[10 s](FIDELITY-10s.md)" in text
+
+
+def test_a_configuration_keeps_its_buffers_however_long_its_traces_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Traces cover 60 s runs, but a trace path's buffer is sized on its first 5 s as it always was:
+    the kernel rows of the 3 s matrix were run with those buffers (sizing on the whole 61 s changed 13
+    configurations' buffers, e.g. ping-tmobile's slow path 173500 -> 169500 bytes)."""
+    import benchmarks.fidelity as fidelity
+
+    long_traces = {c.name: [p.buffer_bytes for p in c.paths] for c in fidelity.configs()}
+    assert fidelity._window.__kwdefaults__ is not None
+    monkeypatch.setitem(fidelity._window.__kwdefaults__, "span_s", fidelity.DURATION_S + 1)
+    monkeypatch.setattr(fidelity, "_CONFIGS", None)
+    short_traces = {c.name: [p.buffer_bytes for p in c.paths] for c in fidelity.configs()}
+    assert any(len(c.paths[0].rate_bps.values) > 1 for c in fidelity.configs())  # traces are there
+    assert long_traces == short_traces
