@@ -113,6 +113,13 @@ def _upload_to_plot(page: object, files: list[Path]) -> float:
     t0 = time.perf_counter()
     if len(files) > 1:
         inputs.nth(1).set_input_files(str(files[1]))
+        # the peer's upload done (its chip named, no spinner) and its rerun over before the capture goes in:
+        # the script idle alone was no proof (its rerun may not have started yet), and a capture set then was
+        # lost once in a busy CI run (no Paths tab in 120 s where it takes 3 s)
+        peer = page.locator('[data-testid="stFileUploader"]').nth(1)  # type: ignore[attr-defined]
+        peer.locator('[data-testid="stFileChipName"]', has_text=files[1].name).wait_for(state="visible",
+                                                                                        timeout=60_000)
+        peer.locator('[data-testid="stFileChipIconSpinner"]').wait_for(state="detached", timeout=60_000)
         _idle(page)
     inputs.nth(0).set_input_files(str(files[0]))
     page.get_by_role("tab", name="Paths").click(timeout=120_000)  # type: ignore[attr-defined]
