@@ -62,6 +62,9 @@ def engine_connection(stack: StackProfile, *, join_after_ns: int = 0, backup: tu
         # 65535 (the SYN's window is not scaled), rounded down to whole MSS
         mss = cfg.tcp_mss_bytes
         cfg = replace(cfg, rcv_wnd_init_bytes=max(min(stack.tcp_rmem[1] // 2, 65535) // mss, 1) * mss)
+        if stack.tcp_moderate_rcvbuf:
+            # receive-buffer autotuning from tcp_rmem[1]: the window that first buffer allows
+            cfg = replace(cfg, rcv_buf_init_bytes=int(stack.tcp_rmem[1] * stack.scaling_ratio))
     return ConnectionConfig.single_path_tcp(cfg) if plain_tcp else cfg
 
 

@@ -18,7 +18,8 @@ Sender (out-of-tree ``mptcp_write_xmit`` structure, docs/MODEL.md §0):
 
 Receiver: one meta receive buffer shared by all subflows; the application reads in-order data at
 once, so occupancy is the connection-level out-of-order queue, and the window advertised on every
-subflow ACK is ``rcv_buf_bytes - ooo_bytes`` relative to the DATA_ACK (§0.6 / §13).
+subflow ACK is what the buffer allows less ``ooo_bytes``, relative to the DATA_ACK (§0.6 / §13): the
+whole ``rcv_buf_bytes``, or with receive-buffer autotuning what it has grown to (`ConnReceiver`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workbench.replay.events import EventLoop, Timer
-from workbench.replay.tcp import CA_LOSS, CA_OPEN, F_REINJ, SubflowSender
+from workbench.replay.tcp import CA_LOSS, CA_OPEN, F_REINJ, SubflowSender, rcvbuf_grow_window
 
 # upstream MPTCP retransmission (net/mptcp/protocol.c, pm.c), for schedulers with meta_retrans "upstream"
 _TCP_RTO_MIN_NS = 200_000_000   # TCP_RTO_MIN: the MPTCP retransmit timer when no subflow timer applies
@@ -51,15 +52,16 @@ class ConnectionConfig:
 
     ``mss_bytes`` 1424 and ``header_bytes`` 90 are what the lab captures show for Linux MPTCP over a
     1500-byte MTU (Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12 + DSS 24); the single-path baseline
-    uses 1448 / 66. ``rcv_buf_bytes`` is the receive window the client can advertise at most (Linux
-    autotuning up to tcp_rmem[2] is not modelled: the buffer is this size from the start).
+    uses 1448 / 66. ``rcv_buf_bytes`` is the receive window the client can advertise at most (what
+    tcp_rmem[2] allows). ``rcv_buf_init_bytes``: None = that window from the start; a size = receive-
+    buffer autotuning (tcp_moderate_rcvbuf, `ConnReceiver`): the window the first buffer (tcp_rmem[1])
+    allows, grown once per receiver RTT with what the application read.
     ``quickack_on_meta_ooo`` is the out-of-tree receiver behaviour (upstream: False).
     ``reinject_on_subflow_rto`` None = follow the scheduler's kernel family.
     ``rcv_wnd_init_bytes``: None = the whole window from the start; a size = Linux's receive-window
     growth (tcp_grow_window): the window the SYN announces, grown on each segment a subflow receives
-    by max(2 x TCP MSS, 2 x payload) up to ``rcv_buf_bytes``, with an immediate ACK each time it
-    grows. (Receive-buffer autotuning is not modelled under it: modelled from tcp_rmem[1] as
-    mptcp_rcv_space_adjust does, it ended the per-segment ACKs seconds before the lab captures do.)
+    by max(2 x TCP MSS, 2 x payload) up to what that subflow's buffer allows, with an immediate ACK
+    each time it grows.
     ``join_delay_ns``: extra time between the client getting the initial SYN-ACK and sending its
     MP_JOINs (the upstream path manager took 21-122 ms in the lab captures).
     ``send_buf_bytes=None`` = upstream autotuning: the MPTCP socket's send buffer is the sum of its
@@ -84,6 +86,7 @@ class ConnectionConfig:
     sample_interval_ns: int = 10_000_000
     backup: tuple[str, ...] = ()
     rcv_wnd_init_bytes: int | None = None
+    rcv_buf_init_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for k in ("mss_bytes", "rcv_buf_bytes", "init_cwnd"):
@@ -93,12 +96,20 @@ class ConnectionConfig:
             raise ValueError("ConnectionConfig.send_buf_bytes must hold at least one MSS")
         if self.rcv_wnd_init_bytes is not None and self.rcv_wnd_init_bytes <= 0:
             raise ValueError("ConnectionConfig.rcv_wnd_init_bytes must be > 0 (or None)")
+        if self.rcv_buf_init_bytes is not None and self.rcv_buf_init_bytes <= 0:
+            raise ValueError("ConnectionConfig.rcv_buf_init_bytes must be > 0 (or None)")
 
     @property
     def tcp_mss_bytes(self) -> int:
         """The TCP MSS the kernel sizes windows with (tp->advmss: MTU - 40): the frame less Ethernet
         (14), IPv4 (20) and the TCP header (20); the payload plus the options (timestamps, DSS)."""
         return self.mss_bytes + self.header_bytes - 54
+
+    @property
+    def rcv_space_init_bytes(self) -> int:
+        """rcvq_space.space before the first measurement (tcp_init_buffer_space, mptcp_rcv_space_init):
+        TCP_INIT_CWND segments of the MSS less the timestamp option (10 x 1448 = 14480 on Ethernet)."""
+        return 10 * (self.tcp_mss_bytes - 12)
 
     @classmethod
     def single_path_tcp(cls, base: ConnectionConfig | None = None) -> ConnectionConfig:
@@ -233,11 +244,26 @@ def olia_terms(group: list[Any], sf: Any) -> tuple[int, int, float, float, int, 
 class ConnReceiver:
     """Client-side meta socket: in-order point, OOO queue, shared receive window. ``wnd_grown`` is
     the window the subflows have grown to (the largest of their rcv_ssthresh: MPTCP announces the
-    furthest right edge any subflow offered, mptcp_set_rwin); the buffer itself when not growing."""
+    furthest right edge any subflow offered, mptcp_set_rwin); the buffer itself when not growing.
 
-    __slots__ = ("delivered_t_ns", "max_ooo_bytes", "ooo", "ooo_bytes", "rcv_buf_bytes", "rcv_nxt", "wnd_grown")
+    ``wnd_cap`` is the window the MPTCP socket's receive buffer allows (win_from_space of sk_rcvbuf),
+    less the out-of-order data it holds. Without autotuning it is ``rcv_buf_bytes`` throughout. With
+    it (``drs_space`` > 0: tcp_moderate_rcvbuf) it starts at what tcp_rmem[1] allows and grows as
+    mptcp_rcv_space_adjust grows the buffer (Linux 6.18): a measurement lasts the largest receiver RTT
+    estimate of the subflows (``SubflowReceiver.rcv_rtt_us8``; none until a subflow has one, and
+    re-read only when the cached one has run out), and when the application read more in it than in
+    any measurement before (``drs_space``, rcvq_space.space), the window becomes
+    `rcvbuf_grow_window` of the two (plus the out-of-order span held), at most ``rcv_buf_bytes``, and
+    every subflow's own buffer follows (`SubflowReceiver.rcvbuf_grow`). Measured against the kernel
+    (benchmarks/kernel_sockets.py, buf-1bdp): rcv_space 14480 -> 28480 -> 52432 by 0.11 s, the window
+    then held at 281 kB until a hole on the slow subflow fills inside one of its 60-70 ms measurements
+    and one step takes the buffer to tcp_rmem[2] (0.38 s)."""
 
-    def __init__(self, rcv_buf_bytes: int, wnd_init_bytes: int | None = None) -> None:
+    __slots__ = ("delivered_t_ns", "drs_rtt_us", "drs_seq", "drs_space", "drs_t_ns", "max_ooo_bytes", "mss",
+                 "ooo", "ooo_bytes", "rcv_buf_bytes", "rcv_nxt", "receivers", "wnd_cap", "wnd_grown")
+
+    def __init__(self, rcv_buf_bytes: int, wnd_init_bytes: int | None = None, *,
+                 buf_init_bytes: int | None = None, rcv_space_init_bytes: int = 0, mss_bytes: int = 1424) -> None:
         self.rcv_buf_bytes = rcv_buf_bytes
         self.wnd_grown = rcv_buf_bytes if wnd_init_bytes is None else min(wnd_init_bytes, rcv_buf_bytes)
         self.rcv_nxt = 0
@@ -245,6 +271,45 @@ class ConnReceiver:
         self.ooo_bytes = 0
         self.max_ooo_bytes = 0
         self.delivered_t_ns = 0  # when rcv_nxt last advanced
+        self.mss = mss_bytes
+        # receive-buffer autotuning (mptcp_rcv_space_adjust): rcvq_space.space (0 = no autotuning),
+        # where (rcv_nxt) and when the measurement began (the first at the receiver's end of the
+        # handshake, set by the run: mptcp_rcv_space_init), and its cached RTT
+        autotuned = buf_init_bytes is not None and rcv_space_init_bytes > 0
+        self.wnd_cap = min(buf_init_bytes, rcv_buf_bytes) if autotuned and buf_init_bytes else rcv_buf_bytes
+        self.drs_space = rcv_space_init_bytes if autotuned else 0
+        self.drs_seq = 0
+        self.drs_t_ns = 0
+        self.drs_rtt_us = 0
+        self.receivers: list[Any] = []  # the subflow receivers (SubflowReceiver), for autotuning
+
+    def autotune(self, now: int) -> None:
+        """mptcp_rcv_space_adjust when the application reads (it reads in-order data at once)."""
+        t = (now - self.drs_t_ns) // 1000
+        rtt = self.drs_rtt_us
+        if rtt and t < rtt:
+            return
+        rtt8 = 0
+        for r in self.receivers:
+            if r.rcv_rtt_us8 > rtt8:
+                rtt8 = r.rcv_rtt_us8
+        rtt = self.drs_rtt_us = rtt8 >> 3
+        if not rtt or t < rtt:
+            return
+        copied = self.rcv_nxt - self.drs_seq
+        old = self.drs_space
+        if copied > old:
+            self.drs_space = copied
+            win = rcvbuf_grow_window(copied, old)
+            if self.ooo:
+                win += max(self.ooo.values()) - self.rcv_nxt
+            cap = self.rcv_buf_bytes
+            if win > self.wnd_cap and self.wnd_cap < cap:
+                self.wnd_cap = win if win < cap else cap
+                for r in self.receivers:  # "make subflows follow along"
+                    r.rcvbuf_grow(copied)
+        self.drs_seq = self.rcv_nxt
+        self.drs_t_ns = now
 
     def deliver(self, dsn: int, plen: int, now: int) -> bool:
         """Data handed up in subflow order; returns True when it went to the OOO queue."""
@@ -273,7 +338,7 @@ class ConnReceiver:
         return False
 
     def window(self) -> int:
-        w = self.rcv_buf_bytes - self.ooo_bytes
+        w = self.wnd_cap - self.ooo_bytes
         if w > self.wnd_grown:
             w = self.wnd_grown
         return w if w > 0 else 0
@@ -293,7 +358,8 @@ class Connection:
         self.send_buf_auto = cfg.send_buf_bytes is None
         self.sndbuf_stale = True  # a subflow's cwnd_max_seen grew since send_buf_bytes was summed
         self.send_buf_bytes = cfg.send_buf_bytes if cfg.send_buf_bytes is not None else 4 * 1024 * 1024
-        self.rx = ConnReceiver(cfg.rcv_buf_bytes, cfg.rcv_wnd_init_bytes)
+        self.rx = ConnReceiver(cfg.rcv_buf_bytes, cfg.rcv_wnd_init_bytes, buf_init_bytes=cfg.rcv_buf_init_bytes,
+                               rcv_space_init_bytes=cfg.rcv_space_init_bytes, mss_bytes=cfg.mss_bytes)
         self.subflows: list[SubflowSender] = []
         self.views: list[SubflowView] = []  # the subflows as schedulers see them (the same objects)
         self.view = self  # the connection itself implements ConnView (attribute reads are cheap)

@@ -213,7 +213,16 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
             return ((lambda t, x=c2s: route_owd_ns(spec_by_name, x, t)),
                     (lambda t, x=s2c: route_owd_ns(spec_by_name, x, t)))
         hs = _handshakes([owd_fns(r) for r in routes], cfg.join_delay_ns, direction)
+        # the receiver's end of the initial handshake (the client's SYN-ACK, or for an upload the
+        # server's third ACK): where its first receive-buffer measurement starts
+        c.rx.drs_t_ns = hs[0][2][1 if direction == "down" else 2][1]
         for sf, (t, rtt, pkts) in zip(c.subflows, hs, strict=True):
+            # The first data echo the receiver's last handshake segment (TS.Recent), except on a subflow
+            # the server accepted by MP_JOIN: measured in the kernel backend (buf-1bdp, rmem-6M: `ss`
+            # in the client), that subflow's first flight gives the client no receiver-RTT sample, as
+            # data echoing no timestamp (TSecr 0) would not; its second flight does.
+            if sf.index == 0 or direction == "up":
+                sf.ts_ack_ns = max(t_snd for t_snd, _, d, _ in pkts if d == ("c2s" if direction == "down" else "s2c"))
             loop.at(t, lambda a: c.establish(a[0], loop.now, a[1]), (sf, rtt))
             if rec is not None:
                 rec.handshake.extend(HandshakeRow(t_snd, t_rcv, sf.index, d, flags) for t_snd, t_rcv, d, flags in pkts)

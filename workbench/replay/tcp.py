@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from workbench.replay.mptcp import Connection, ConnReceiver
     from workbench.replay.recorder import Recorder
 
-__all__ = ["AckPkt", "DataPkt", "SubflowReceiver", "SubflowSender"]
+__all__ = ["AckPkt", "DataPkt", "SubflowReceiver", "SubflowSender", "rcvbuf_grow_window"]
 
 # Linux TCP_CA_* states
 CA_OPEN = 0
@@ -85,12 +85,13 @@ _new_row = tuple.__new__
 @final
 class DataPkt:
     """A data segment of subflow ``sf``: subflow segment number ``idx``, relative sequence number
-    ``seq``, ``plen`` payload bytes at connection-level ``dsn``, sent at ``t_snd_ns``."""
+    ``seq``, ``plen`` payload bytes at connection-level ``dsn``, sent at ``t_snd_ns``; ``ts_ecr_ns`` is
+    the timestamp it echoes (TSecr: when the last ACK the sender had heard was sent, 0 before any)."""
 
-    __slots__ = ("dsn", "idx", "plen", "reinj", "retrans", "seq", "sf", "t_snd_ns")
+    __slots__ = ("dsn", "idx", "plen", "reinj", "retrans", "seq", "sf", "t_snd_ns", "ts_ecr_ns")
 
     def __init__(self, sf: int, idx: int, seq: int, plen: int, dsn: int, t_snd_ns: int, retrans: bool,
-                 reinj: bool) -> None:
+                 reinj: bool, ts_ecr_ns: int = 0) -> None:
         self.sf = sf
         self.idx = idx
         self.seq = seq
@@ -99,6 +100,7 @@ class DataPkt:
         self.t_snd_ns = t_snd_ns
         self.retrans = retrans
         self.reinj = reinj
+        self.ts_ecr_ns = ts_ecr_ns
 
     def __repr__(self) -> str:
         return (f"DataPkt(sf={self.sf}, idx={self.idx}, seq={self.seq}, plen={self.plen}, dsn={self.dsn}, "
@@ -212,6 +214,7 @@ class SubflowSender:
         "tlp_high_seq",
         "tlp_retrans",
         "tlp_timer",
+        "ts_ack_ns",
         "una",
         "una_bytes",
         "undo_marker",
@@ -300,6 +303,7 @@ class SubflowSender:
         self.start_ns = 0
         self.pf = False
         self.last_ack_ns = 0
+        self.ts_ack_ns = 0  # TS.Recent of this end: when the last ACK it heard was sent (data echo it)
         # upstream MPTCP stale detection (mptcp_pm_subflow_chk_stale): timer periods without an ACK
         self.stale = False
         self.stale_count = 0
@@ -398,7 +402,8 @@ class SubflowSender:
         self.n_sent += 1
         if retrans and not self.retrans_stamp_ns:
             self.retrans_stamp_ns = now  # tcp_retransmit_skb: the first retransmission's timestamp
-        self.link.send(DataPkt(self.index, i, seq, plen, dsn, now, retrans, reinj), plen + self.hdr_bytes)
+        self.link.send(DataPkt(self.index, i, seq, plen, dsn, now, retrans, reinj, self.ts_ack_ns),
+                       plen + self.hdr_bytes)
 
     def try_send(self, now: int) -> None:
         """Send retransmissions of lost segments first, then queued segments, while cwnd allows."""
@@ -441,6 +446,7 @@ class SubflowSender:
                 send = self.link.send
                 hdr = self.hdr_bytes
                 idx = self.index
+                ts_ack = self.ts_ack_ns
                 k = 0
                 while i < end and inflight < cwnd:
                     plen = slen[i]
@@ -450,7 +456,7 @@ class SubflowSender:
                     stx[i] = now
                     if snd is not None:
                         snd.append(_new_row(SndRow, (now, idx, seq, plen, dsn, False, reinj)))
-                    send(DataPkt(idx, i, seq, plen, dsn, now, False, reinj), plen + hdr)
+                    send(DataPkt(idx, i, seq, plen, dsn, now, False, reinj, ts_ack), plen + hdr)
                     i += 1
                     k += 1
                     inflight += 1
@@ -520,6 +526,8 @@ class SubflowSender:
         now = self.loop.now
         conn = self.conn
         self.last_ack_ns = now
+        # tcp_replace_ts_recent: pure ACKs carry no sequence space, so each one's TSval is kept
+        self.ts_ack_ns = pkt.t_snd_ns
         ack = pkt.ack
         s = pkt.sack
         data_ack = pkt.data_ack
@@ -878,13 +886,22 @@ class SubflowSender:
         self.conn.push(now)
 
 
+def rcvbuf_grow_window(new_space: int, old_space: int) -> int:
+    """The window a receive-buffer autotuning step makes room for (Linux 6.18 tcp_rcvbuf_grow and
+    mptcp_rcvbuf_grow, in their integer arithmetic): twice what was read in the last measurement ("DRS
+    is always one RTT late"), plus twice that times its growth over the measurement before ("slow
+    start: allow the sender to double its rate")."""
+    win = new_space << 1
+    return win + ((win * (new_space - old_space) // old_space) << 1)
+
+
 class SubflowReceiver:
     """Receiver half of one subflow (client side): reordering, delayed/quick ACK, DATA_ACK, window."""
 
     __slots__ = (
         "ack_bytes", "delack_ns", "delack_timer", "delayed_ack", "index", "last_data_ns", "link", "loop",
-        "meta", "ooo", "quick", "quickack_on_meta_ooo", "rcv_nxt", "rcv_ssthresh", "rcv_wup", "rec", "rto_guess_ns",
-        "ts_recent_ns", "unacked", "wnd_incr",
+        "meta", "ooo", "quick", "quickack_on_meta_ooo", "rcv_nxt", "rcv_rtt_ecr_ms", "rcv_rtt_us8", "rcv_space",
+        "rcv_ssthresh", "rcv_wup", "rec", "rto_guess_ns", "ts_recent_ns", "unacked", "wnd_cap", "wnd_incr",
     )
 
     def __init__(self, loop: EventLoop, *, index: int, meta: ConnReceiver, link: Link,
@@ -910,6 +927,14 @@ class SubflowReceiver:
         # window does not grow: it is the whole buffer from the start)
         self.rcv_ssthresh = meta.wnd_grown
         self.wnd_incr = wnd_incr_bytes
+        # receive-buffer autotuning (ConnReceiver.autotune): the window this subflow's own buffer allows
+        # (the cap of its rcv_ssthresh: min(window_clamp, tcp_space)), its rcvq_space.space, and its
+        # receiver RTT estimate from the timestamps its data echo (rcv_rtt_est.rtt_us, x8; 0 = none yet)
+        self.wnd_cap = meta.wnd_cap
+        self.rcv_space = meta.drs_space
+        self.rcv_rtt_us8 = 0
+        self.rcv_rtt_ecr_ms = -1
+        meta.receivers.append(self)
         # TCP timestamps (RFC 7323 / tcp_replace_ts_recent): TS.Recent is taken from segments at or
         # below rcv_wup (rcv_nxt when the last ACK left), never moving back (PAWS)
         self.rcv_wup = 0
@@ -930,11 +955,24 @@ class SubflowReceiver:
         if i <= self.rcv_wup and pkt.t_snd_ns > self.ts_recent_ns:
             self.ts_recent_ns = pkt.t_snd_ns
         meta = self.meta
-        if self.rcv_ssthresh < meta.rcv_buf_bytes and self.wnd_incr and i >= self.rcv_nxt:
+        if meta.drs_space:
+            ecr_ms = pkt.ts_ecr_ns // 1_000_000
+            if ecr_ms != self.rcv_rtt_ecr_ms:
+                # tcp_rcv_rtt_measure_ts: a new echoed timestamp on a full-sized segment gives a sample
+                # in the timestamp clock's milliseconds; tcp_rcv_rtt_update (win_dep 0) moves the
+                # estimate (kept x8) 1/8 of the way to it, the first sample taken whole
+                self.rcv_rtt_ecr_ms = ecr_ms
+                if plen >= meta.mss and ecr_ms > 0:
+                    sample_us = (now // 1_000_000 - ecr_ms) * 1000
+                    if sample_us > 0:
+                        old = self.rcv_rtt_us8
+                        self.rcv_rtt_us8 = old - (old >> 3) + sample_us if old else sample_us << 3
+        if self.rcv_ssthresh < self.wnd_cap and self.wnd_incr and i >= self.rcv_nxt:
             # tcp_grow_window, for new data in order and out of order alike (not duplicates):
-            # rcv_ssthresh += max(2 x MSS, 2 x len) up to the buffer's window, and a quick ACK
-            # (icsk_ack.quick |= 1) while it grows; the connection announces the largest subflow window
-            room = meta.rcv_buf_bytes - self.rcv_ssthresh
+            # rcv_ssthresh += max(2 x MSS, 2 x len) up to the window this subflow's buffer allows, and a
+            # quick ACK (icsk_ack.quick |= 1) while it grows; the connection announces the largest
+            # subflow window
+            room = self.wnd_cap - self.rcv_ssthresh
             incr = 2 * plen if 2 * plen > self.wnd_incr else self.wnd_incr
             self.rcv_ssthresh += incr if incr < room else room
             if self.rcv_ssthresh > meta.wnd_grown:
@@ -943,6 +981,7 @@ class SubflowReceiver:
                 self.quick = 1
         if i == self.rcv_nxt:
             self.rcv_nxt = i + 1
+            read_from = meta.rcv_nxt
             if dsn == meta.rcv_nxt and not meta.ooo:  # ConnReceiver.deliver's common case, inlined
                 meta.rcv_nxt = dsn + plen
                 meta.delivered_t_ns = now
@@ -960,6 +999,8 @@ class SubflowReceiver:
                 now_ack = True  # RFC 5681 4.2: ACK at once when a gap is filled
             if meta_ooo and self.quickack_on_meta_ooo:
                 self.quick = _TCP_MAX_QUICKACKS
+            if meta.drs_space and meta.rcv_nxt != read_from:
+                meta.autotune(now)  # the application reads what arrived in order
             self.unacked += 1
             if now_ack or not self.delayed_ack:
                 self.send_ack(now, -1)
@@ -976,6 +1017,21 @@ class SubflowReceiver:
             self.send_ack(now, i)
         else:
             self.send_ack(now, _DSACK)  # duplicate: immediate ACK carrying a DSACK
+
+    def rcvbuf_grow(self, copied: int) -> None:
+        """tcp_rcvbuf_grow on this subflow when the MPTCP socket's buffer grew: its own window from what
+        the connection read against this subflow's last space (a subflow that joined late still holds
+        its first one, so its buffer jumps further) plus its out-of-order span, at most tcp_rmem[2]."""
+        old = self.rcv_space
+        if not old:
+            return
+        self.rcv_space = copied
+        win = rcvbuf_grow_window(copied, old)
+        if self.ooo:
+            win += (max(self.ooo) + 1 - self.rcv_nxt) * self.meta.mss
+        cap = self.meta.rcv_buf_bytes
+        if win > self.wnd_cap:
+            self.wnd_cap = win if win < cap else cap
 
     def _on_delack(self, now: int) -> None:
         if self.unacked:
