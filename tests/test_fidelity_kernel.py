@@ -71,10 +71,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("buf-0.25bdp", "ooo_p50"): "model 19.4 / kernel 0.2 ms: " + _SMALL_BUF,
     ("buf-20bdp", "ooo_p95"): "model 31.1 / kernel 67.6 ms: " + _DEEP_QUEUE,
     ("ping-tmobile", "ooo_p50"): "model 4.9 / kernel 0.0 ms: " + _OOO_SLOW,
-    ("ping-tmobile", "ooo_p95"): "model 47.7 / kernel 84.5-95.3 ms (110.5 before receive-buffer autotuning was "
-                                 "modelled): the model's autotuning plateau ends earlier than the kernel's (buf-1bdp: "
-                                 "0.28-0.30 s against 0.38-0.43 s), so fewer segments wait behind the slow subflow's "
-                                 "first holes; a start-up effect: in 10 s runs the p95 agrees (75.3 / 71.5-77.4 ms)",
 }
 # Healed by the receive-window growth and HyStart as the kernel runs them (docs/FIDELITY.md, retransmissions):
 # rate-x10 goodput (+20 % -> +3 %), buf-20bdp RTT p50, finite-2M-rtt-x8 goodput (-17 % -> +2 %), share, OOO p50
@@ -104,9 +100,6 @@ KERNEL_FLIPS: dict[tuple[str, str], str] = {
     ("rmem-2M", "rtt_p50"): "the slow path's kernel RTT p50 was 255 / 239 ms in the full matrix (model 157 ms, "
                             "-36 %) but near the model's in a later run of this test (-12 %)",
     ("up-rate-x2", "ooo_p50"): "OOO p50 model 3.6 ms against 5.6 ms (seed mean), 1.0-1.1 x the tolerance by seed",
-    ("finite-2M-rtt-x8", "share"): "fast-path share: model 0.763 (receive-buffer autotuning modelled; 0.788 before) "
-                                   "against the kernel's 0.810 / 0.802 (3 s matrix) and 0.778 / 0.816 (10 s matrix): "
-                                   "the kernel's own runs of this 0.76 s transfer spread 3.8 points",
 }
 
 

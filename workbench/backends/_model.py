@@ -42,10 +42,13 @@ def engine_workload(w: WorkloadSpec) -> Workload:
 
 
 def engine_connection(stack: StackProfile, *, join_after_ns: int = 0, backup: tuple[str, ...] = (),
-                      sample_interval_ns: int = 10_000_000, plain_tcp: bool = False) -> ConnectionConfig:
+                      sample_interval_ns: int = 10_000_000, plain_tcp: bool = False,
+                      rcv_buf_autotuning: bool = False) -> ConnectionConfig:
     """Engine connection settings from kernel-named stack settings. The engine's receive window at most
     is the share the kernel advertises of the largest receive buffer (scaling_ratio x tcp_rmem[2]); the
-    send buffer is autotuned unless SO_SNDBUF locks it."""
+    send buffer is autotuned unless SO_SNDBUF locks it. ``rcv_buf_autotuning``: grow the receive buffer
+    from tcp_rmem[1] as Linux 6.18 does where the stack has tcp_moderate_rcvbuf (docs/MODEL.md A5; off by
+    default until its 3 s fidelity loss and a tune / replay disagreement it exposed are understood)."""
     from workbench.replay import ConnectionConfig
     extra: dict[str, Any] = {}
     if stack.frame_overhead_bytes is not None:
@@ -62,7 +65,7 @@ def engine_connection(stack: StackProfile, *, join_after_ns: int = 0, backup: tu
         # 65535 (the SYN's window is not scaled), rounded down to whole MSS
         mss = cfg.tcp_mss_bytes
         cfg = replace(cfg, rcv_wnd_init_bytes=max(min(stack.tcp_rmem[1] // 2, 65535) // mss, 1) * mss)
-        if stack.tcp_moderate_rcvbuf:
+        if rcv_buf_autotuning and stack.tcp_moderate_rcvbuf:
             # receive-buffer autotuning from tcp_rmem[1]: the window that first buffer allows
             cfg = replace(cfg, rcv_buf_init_bytes=int(stack.tcp_rmem[1] * stack.scaling_ratio))
     return ConnectionConfig.single_path_tcp(cfg) if plain_tcp else cfg
@@ -103,15 +106,17 @@ def engine_scheduler(e: Experiment) -> Any:
 
 
 class ModelBackend(Backend):
-    """The replay engine. ``sample_interval_ns`` sets the Samples period (0 = none)."""
+    """The replay engine. ``sample_interval_ns`` sets the Samples period (0 = none);
+    ``rcv_buf_autotuning`` turns on the receive-buffer autotuning model (`engine_connection`)."""
 
     name: ClassVar[str] = "model"
     capabilities: ClassVar[frozenset[str]] = frozenset({
         "upload", "shared-bottleneck", "many-subflows", "python-scheduler", "kernel-scheduler", "time-varying",
         "random-loss", "plain-tcp", "deterministic"})
 
-    def __init__(self, *, sample_interval_ns: int = 10_000_000) -> None:
+    def __init__(self, *, sample_interval_ns: int = 10_000_000, rcv_buf_autotuning: bool = False) -> None:
         self.sample_interval_ns = sample_interval_ns
+        self.rcv_buf_autotuning = rcv_buf_autotuning
 
     def check(self, experiment: Experiment) -> None:
         super().check(experiment)
@@ -126,7 +131,8 @@ class ModelBackend(Backend):
         (transfer,) = e.transfers
         joins = [s.join_after_ns for s in e.subflows[1:]]
         cfg = engine_connection(e.stack, join_after_ns=joins[0] if joins else 0,
-                                sample_interval_ns=self.sample_interval_ns, plain_tcp=e.protocol == "tcp")
+                                sample_interval_ns=self.sample_interval_ns, plain_tcp=e.protocol == "tcp",
+                                rcv_buf_autotuning=self.rcv_buf_autotuning)
         r = run_network(e.links, engine_routes(e), engine_scheduler(e), workload=engine_workload(transfer.workload),
                         conn=cfg, seed=e.seed, duration_ns=e.duration_ns, record=record,
                         direction=transfer.direction)
