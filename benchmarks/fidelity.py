@@ -348,18 +348,18 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-# ModelBackend options of the model's runs (--model-autotuning sets rcv_buf_autotuning; worker processes
-# are forked after main sets it)
+# ModelBackend options of the model's runs (--model-autotuning sets rcv_buf_autotuning); handed to each
+# job, since the workers are spawned
 MODEL_OPTIONS: dict[str, Any] = {}
 
 
-def _model_job(args: tuple[str, int, Experiment, int]) -> dict[str, Any]:
-    name, seed, e, n_paths = args
+def _model_job(args: tuple[str, int, Experiment, int, dict[str, Any]]) -> dict[str, Any]:
+    name, seed, e, n_paths, options = args
     from workbench.backends import get_backend
 
     w0 = time.monotonic()
     try:
-        run = get_backend("model", **MODEL_OPTIONS).run(e)
+        run = get_backend("model", **options).run(e)
         row: dict[str, Any] = summary_row(run.events, n_paths, run.samples)
         err = None
     except Exception as ex:  # one failed run is a row with its error, not a lost matrix
@@ -407,9 +407,9 @@ def run_matrix(cfgs: Sequence[Config], seeds: Sequence[int], *, jobs: int = 2, k
     if jobs > 1:
         # spawn, not fork: the parent holds polars' thread pool, and a forked child can inherit a held lock
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            rows += list(pool.map(_model_job, todo))
+            rows += list(pool.map(_model_job, [(*t, dict(MODEL_OPTIONS)) for t in todo]))
     else:
-        rows += [_model_job(t) for t in todo]
+        rows += [_model_job((*t, dict(MODEL_OPTIONS))) for t in todo]
     con.print(f"model: {len(todo)} runs in {time.monotonic() - w0:.1f} s")
     return _frame([r | {"bulk_s": bulk_s} for r in rows])
 
