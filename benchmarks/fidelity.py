@@ -348,11 +348,6 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-# ModelBackend options of the model's runs (--model-autotuning sets rcv_buf_autotuning); handed to each
-# job, since the workers are spawned
-MODEL_OPTIONS: dict[str, Any] = {}
-
-
 def _model_job(args: tuple[str, int, Experiment, int, dict[str, Any]]) -> dict[str, Any]:
     name, seed, e, n_paths, options = args
     from workbench.backends import get_backend
@@ -390,9 +385,10 @@ def _kernel_one(name: str, seed: int, e: Experiment, n_paths: int) -> dict[str, 
 
 
 def run_matrix(cfgs: Sequence[Config], seeds: Sequence[int], *, jobs: int = 2, kernel: bool = True,
-               bulk_s: float = BULK_S, console: Console | None = None) -> pl.DataFrame:
-    """Every (config, seed) on the kernel (one at a time) and then on the model (``jobs`` workers):
-    one row per run."""
+               bulk_s: float = BULK_S, model_options: dict[str, Any] | None = None,
+               console: Console | None = None) -> pl.DataFrame:
+    """Every (config, seed) on the kernel (one at a time) and then on the model (``jobs`` workers, a
+    `ModelBackend` with ``model_options``): one row per run."""
     con = console or Console(stderr=True)
     todo = [(c.name, s, experiment(c, s, bulk_s=bulk_s), len(c.paths)) for c in cfgs for s in seeds]
     rows: list[dict[str, Any]] = []
@@ -407,9 +403,9 @@ def run_matrix(cfgs: Sequence[Config], seeds: Sequence[int], *, jobs: int = 2, k
     if jobs > 1:
         # spawn, not fork: the parent holds polars' thread pool, and a forked child can inherit a held lock
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            rows += list(pool.map(_model_job, [(*t, dict(MODEL_OPTIONS)) for t in todo]))
+            rows += list(pool.map(_model_job, [(*t, model_options or {}) for t in todo]))
     else:
-        rows += [_model_job((*t, dict(MODEL_OPTIONS))) for t in todo]
+        rows += [_model_job((*t, model_options or {})) for t in todo]
     con.print(f"model: {len(todo)} runs in {time.monotonic() - w0:.1f} s")
     return _frame([r | {"bulk_s": bulk_s} for r in rows])
 
@@ -1006,8 +1002,7 @@ def main(quick: Annotated[bool, typer.Option(help="the 6-configuration CI subset
          ) -> None:
     """Runs the fidelity matrix and writes FIDELITY.md and fidelity.csv in OUT."""
     con = Console()
-    if model_autotuning:
-        MODEL_OPTIONS["rcv_buf_autotuning"] = True
+    model_options = {"rcv_buf_autotuning": True} if model_autotuning else None
     cfgs = configs()
     if quick:
         cfgs = [c for c in cfgs if c.quick]
@@ -1047,7 +1042,8 @@ def main(quick: Annotated[bool, typer.Option(help="the 6-configuration CI subset
             con.print(f"fidelity: {csv}: no kernel rows for {', '.join(sorted(missing))}; run them with the kernel")
             raise typer.Exit(2)
         con.print(f"{len(cfgs)} configurations x {seeds} seeds on the model; kernel rows from {csv.name}")
-        model = run_matrix(cfgs, list(range(seeds)), jobs=jobs, kernel=False, bulk_s=bulk_s, console=con)
+        model = run_matrix(cfgs, list(range(seeds)), jobs=jobs, kernel=False, bulk_s=bulk_s,
+                           model_options=model_options, console=con)
         df = _replace_rows(old, pl.concat([kernel_rows, model], how="diagonal_relaxed"), names)
     else:
         if os.geteuid() != 0:
@@ -1059,7 +1055,8 @@ def main(quick: Annotated[bool, typer.Option(help="the 6-configuration CI subset
                       f"(use another --out)")
             raise typer.Exit(2)
         con.print(f"{len(cfgs)} configurations x {seeds} seeds; load average {os.getloadavg()}")
-        df = run_matrix(cfgs, list(range(seeds)), jobs=jobs, bulk_s=bulk_s, console=con)
+        df = run_matrix(cfgs, list(range(seeds)), jobs=jobs, bulk_s=bulk_s, model_options=model_options,
+                        console=con)
         if kept is not None:  # the other configurations keep their rows
             df = _replace_rows(kept, df, set(only or ()))
     if not report_only:
