@@ -334,8 +334,11 @@ with t_replay, guard(st.error, rename):
 
     kv = {k: _kv(k, v) for k, v in _WL_KEYS.items()}
     all_scheds = available()
+    # no default in the run after `_apply_best` set the value (a widget given both warns); else the kept
+    # value as the default, or a widget re-created from session state alone shows empty (see `_kv`)
     chosen = st.multiselect("Schedulers", all_scheds, key="schedulers",
-                            default=[x for x in _kv("schedulers", ["minrtt", "upstream"]) if x in all_scheds])
+                            default=None if ss.pop("wb_schedulers_set", False) else
+                            [x for x in _kv("schedulers", ["minrtt", "upstream"]) if x in all_scheds])
     if chosen:
         pcols = st.columns(min(len(chosen), 4))
         for i, s in enumerate(chosen):
@@ -466,7 +469,10 @@ def _apply_best(sched: str, params: dict[str, Any]) -> None:
         ss.pop(f"p|{sched}|{name}", None)
     current = list(ss.get("schedulers", keep.get("schedulers", [])))
     keep["schedulers"] = current if sched in current else [*current, sched]
-    ss.pop("schedulers", None)
+    # Set through session state (a callback may): a new default alone is not enough, the browser keeps
+    # the keyed widget's old value and BLEST went missing from the Replay rows (tests/test_app_browser_inputs.py).
+    ss["schedulers"] = keep["schedulers"]
+    ss.wb_schedulers_set = True
     ss.wb_applied = f"applied to the Replay tab: {sched} {params}"
 
 
