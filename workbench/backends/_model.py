@@ -48,7 +48,7 @@ def engine_connection(stack: StackProfile, *, join_after_ns: int = 0, backup: tu
     is the share the kernel advertises of the largest receive buffer (scaling_ratio x tcp_rmem[2]); the
     send buffer is autotuned unless SO_SNDBUF locks it. ``rcv_buf_autotuning``: grow the receive buffer
     from tcp_rmem[1] as Linux 6.18 does where the stack has tcp_moderate_rcvbuf (docs/MODEL.md A5; off by
-    default until its 3 s fidelity loss and a tune / replay disagreement it exposed are understood)."""
+    default until its 3 s fidelity loss is understood)."""
     from workbench.replay import ConnectionConfig
     extra: dict[str, Any] = {}
     if stack.frame_overhead_bytes is not None:
