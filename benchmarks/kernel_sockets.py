@@ -32,7 +32,7 @@ app = typer.Typer(add_completion=False)
 # what is printed per socket: skmem fields, then the `ss -i` fields named here
 _SKMEM = ("rb", "r", "tb", "w")
 _FIELDS = ("cwnd", "ssthresh", "rcv_space", "rcv_ssthresh", "rcv_rtt", "rtt", "bytes_received", "notsent",
-           "sndbuf_limited")
+           "sndbuf_limited", "unacked")
 
 
 def parse_ss(text: str) -> list[dict[str, str]]:

@@ -1,10 +1,10 @@
 """Upstream Linux MPTCP default scheduler ("burst" / linger time), docs/MODEL.md §6.
 
-No cwnd test: the subflow whose queued bytes (``sk_wmem_queued``, modelled as in-flight + queued
-payload) would drain soonest at its smoothed pacing rate gets the next burst of up to 64 KB
+No cwnd test: the subflow whose queued memory (``sk_wmem_queued``: payload plus each skb's overhead,
+`wmem_queued_bytes`) would drain soonest at its smoothed pacing rate gets the next burst of up to 64 KB
 (``MPTCP_SEND_BURST_SIZE``, clamped by the MPTCP window), as long as its send buffer has room;
 the subflow then sends that queue as its cwnd allows. Send buffer per subflow = Linux autotuning
-model of `SubflowView.sndbuf_segments`.
+model of `SubflowView.sndbuf_segments` (in payload bytes: calibrated with the overhead folded in).
 
 Retransmission (``__mptcp_retrans``): the engine's MPTCP retransmit timer (``meta_retrans =
 "upstream"``) puts the head data fragment in the reinjection queue; it is sent on the first
@@ -25,6 +25,12 @@ from workbench.schedulers.base import ConnView, Decision, ParamSpec, Scheduler, 
 __all__ = ["UpstreamDefault"]
 
 MPTCP_SEND_BURST_SIZE = 65428
+# What an skb costs in sk_wmem_queued above its payload (struct sk_buff, skb_shared_info and the
+# header area). Measured on this machine's kernel (6.18), server side, rtt-x3 and rate-x10-rtt-x15
+# of the fidelity matrix with `benchmarks/kernel_sockets.py`: (w - notsent) / (unacked x MSS) =
+# 1.29-1.31 on 2-segment skbs, i.e. 843-890 B per skb.
+SKB_OVERHEAD_BYTES = 870
+GSO_MAX_BYTES = 65536  # sk_gso_max_size (veth, loopback, most NICs)
 
 
 @register
@@ -93,7 +99,8 @@ class UpstreamDefault(Scheduler):
         pacing = ssk.pacing_rate_bps
         if pacing:
             avg = self._avg_pacing
-            avg[ssk.index] = (avg[ssk.index] * wmem + pacing * burst) / (burst + wmem)
+            tw = wmem_queued_bytes(ssk)
+            avg[ssk.index] = (avg[ssk.index] * tw + pacing * burst) / (burst + tw)
         # keep pushing dfrags while the burst lasts and the subflow's send buffer has room
         n_burst = -(-burst // mss)
         n_mem = -(-(limit - wmem) // mss)
@@ -115,9 +122,34 @@ class UpstreamDefault(Scheduler):
                 if not pace:
                     continue
                 avg[sf.index] = pace
-            linger = sf.unacked_bytes * 8 / pace
+            linger = wmem_queued_bytes(sf) * 8 / pace
             k = 1 if sf.backup else 0
             if linger < best_linger[k]:
                 best_linger[k] = linger
                 best[k] = sf
         return best[0] if nr_active else best[1]
+
+
+
+def wmem_queued_bytes(sf: SubflowView) -> int:
+    """The subflow's ``sk_wmem_queued``: what its skbs hold, payload plus each skb's own overhead.
+
+    The scheduler's linger time divides this, not the payload, by the pacing rate, so a subflow's
+    sent-unacknowledged data weighs more than its queue: sent data sits in skbs of
+    tcp_tso_autosize's size (about 1 ms at the pacing rate, at least 2 segments; the overhead is
+    ~30 % of the payload at the rates of a cellular or WiFi path), unsent data in skbs of up to 64 KB
+    (~1 %). Without it the model sent the slower subflow bursts earlier than the kernel: its data
+    came too late and the faster path's waited at the MPTCP level (docs/MODEL.md §6).
+    """
+    queued = sf.queued_bytes
+    in_flight = sf.unacked_bytes - queued
+    mss = sf.mss
+    # tcp_tso_autosize: the bytes the pacing rate sends in 2^-10 s (sk_pacing_shift), plus a boost
+    # for very short RTTs (sysctl_tcp_tso_rtt_log = 9: min_rtt in units of 512 us)
+    tso_bytes = int(sf.pacing_rate_bps / 8) >> 10
+    min_rtt_us = sf.min_rtt_ns // 1000
+    if min_rtt_us and (min_rtt_us >> 9) < 32:
+        tso_bytes += GSO_MAX_BYTES >> (min_rtt_us >> 9)
+    skb_bytes = max(min(tso_bytes, GSO_MAX_BYTES) // mss, 2) * mss  # tcp_min_tso_segs = 2
+    n_skbs = -(-in_flight // skb_bytes) + -(-queued // GSO_MAX_BYTES)
+    return queued + in_flight + SKB_OVERHEAD_BYTES * n_skbs
