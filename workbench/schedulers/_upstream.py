@@ -130,7 +130,6 @@ class UpstreamDefault(Scheduler):
         return best[0] if nr_active else best[1]
 
 
-
 def wmem_queued_bytes(sf: SubflowView) -> int:
     """The subflow's ``sk_wmem_queued``: what its skbs hold, payload plus each skb's own overhead.
 
