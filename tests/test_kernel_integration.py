@@ -103,7 +103,7 @@ def test_page_runs_the_kernel_beside_the_model() -> None:
 # campaigns of the parallel part it once measured -29 % where it measures +4 % alone)
 def test_upload_capture_from_the_kernel_compares_and_reports(tmp_path: Path) -> None:
     """A real-kernel upload (the client sends) captured at both ends: `compare` replays it as an
-    upload (measured here: goodput +4 %, shares within 1 point) and `report` replays it instead of
+    upload (measured here: goodput -2.5 to -6.5 %, shares within 3 points) and `report` replays it instead of
     refusing it."""
     require_lab()
     from workbench.backends import get_backend
@@ -116,6 +116,10 @@ def test_upload_capture_from_the_kernel_compares_and_reports(tmp_path: Path) -> 
          two_way_path("lte", rate_bps=30e6, rate_up_bps=4e6, owd_ns=30e6, buffer_packets=80)],
         workload=FiniteWorkload(2_000_000), scheduler="upstream", direction="up", duration_ns=20_000_000_000)
     run = get_backend("kernel").run(e, workdir=tmp_path / "lab")
+    if not run.counters.get("emulation_ok", True):
+        # the delay line missed its own accuracy targets (a loaded machine): one re-run, as the fidelity
+        # test does. Three runs on a quiet machine gave goodput errors of -2.5 to -6.5 %; a CI run once +16 %.
+        run = get_backend("kernel").run(e, workdir=tmp_path / "lab-again")
     client, server = run.provenance["client_pcap"], run.provenance["server_pcap"]
     c = compare_capture(load(client, peer=server))
     rows = {row["metric"]: row for row in c.table.iter_rows(named=True)}
