@@ -53,6 +53,7 @@ class UpstreamDefault(Scheduler):
         super().__init__(**values)
         self._avg_pacing: dict[int, float] = {}
         self._rtx_index = -1  # the subflow taking the current reinjection
+        self._picked_wmem = 0  # wmem_queued_bytes of the subflow `_pick` returned last (no need to redo it)
 
     def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
         rh = conn.reinject_head
@@ -99,7 +100,7 @@ class UpstreamDefault(Scheduler):
         pacing = ssk.pacing_rate_bps
         if pacing:
             avg = self._avg_pacing
-            tw = wmem_queued_bytes(ssk)
+            tw = self._picked_wmem
             avg[ssk.index] = (avg[ssk.index] * tw + pacing * burst) / (burst + tw)
         # keep pushing dfrags while the burst lasts and the subflow's send buffer has room
         n_burst = -(-burst // mss)
@@ -110,6 +111,7 @@ class UpstreamDefault(Scheduler):
         """mptcp_subflow_get_send: the active (else backup) subflow with the least linger time."""
         best: list[SubflowView | None] = [None, None]  # active, backup
         best_linger = [float("inf"), float("inf")]
+        best_wmem = [0, 0]
         nr_active = 0
         avg = self._avg_pacing
         for sf in subflows:
@@ -122,12 +124,16 @@ class UpstreamDefault(Scheduler):
                 if not pace:
                     continue
                 avg[sf.index] = pace
-            linger = wmem_queued_bytes(sf) * 8 / pace
+            wmem = wmem_queued_bytes(sf)
+            linger = wmem * 8 / pace
             k = 1 if sf.backup else 0
             if linger < best_linger[k]:
                 best_linger[k] = linger
                 best[k] = sf
-        return best[0] if nr_active else best[1]
+                best_wmem[k] = wmem
+        k = 0 if nr_active else 1
+        self._picked_wmem = best_wmem[k]
+        return best[k]
 
 
 def wmem_queued_bytes(sf: SubflowView) -> int:
