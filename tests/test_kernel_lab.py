@@ -119,6 +119,19 @@ def test_workbench_lab(kind: str, direction: str, tmp_path: Path) -> None:
     ev = pl.read_parquet(out / "packet_events.parquet")
     rcv = ev.filter(pl.col("point") == "rcv")
     assert rcv.height and rcv["owd_ns"].null_count() == 0
+    # The path manager opens the join once the connection is fully established at the client: with the
+    # server's first packet after the handshake, one wifi round trip (2 x 10 ms) after the SYN-ACK. The
+    # model sends its join exactly then (linux-upstream's join_when_established; its own test pins that).
+    syn, ack = 0x002, 0x010
+    client = ev.filter(pl.col("point") == "rcv")  # packets for the client arrive there (s2c rows)
+    synack = int(client.filter((pl.col("path") == "wifi") & (pl.col("dir") == "s2c")
+                               & ((pl.col("flags") & (syn | ack)) == syn | ack))["t_ns"].min())  # type: ignore[arg-type]
+    first_after = int(client.filter((pl.col("path") == "wifi") & (pl.col("dir") == "s2c") & (pl.col("t_ns") > synack)
+                                    & ((pl.col("flags") & syn) == 0))["t_ns"].min())  # type: ignore[arg-type]
+    join = int(ev.filter((pl.col("path") == "lte") & (pl.col("point") == "snd") & (pl.col("dir") == "c2s")
+                         & ((pl.col("flags") & (syn | ack)) == syn))["t_ns"].min())  # type: ignore[arg-type]
+    assert 0 <= join - first_after <= 1 * MS, (synack, first_after, join)
+    assert 20 * MS <= join - synack <= 23 * MS, (synack, join)
 
 
 def test_backend_api_finite_upload(tmp_path: Path) -> None:

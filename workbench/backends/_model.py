@@ -59,6 +59,7 @@ def engine_connection(stack: StackProfile, *, join_after_ns: int = 0, backup: tu
         init_cwnd=stack.initcwnd, rto_min_ns=int(stack.rto_min_ms * 1e6), delayed_ack=not stack.quickack,
         delack_ns=int(stack.delack_min_ms * 1e6), quickack_on_meta_ooo=stack.mptcp_ooo_quickack,
         reinject_on_subflow_rto=stack.reinject_on_subflow_rto, join_delay_ns=join_after_ns,
+        join_when_established=stack.join_when_established,
         sample_interval_ns=sample_interval_ns, backup=backup, **extra)
     if stack.rcv_wnd_growth:
         # tcp_select_initial_window: win_from_space(tcp_rmem[1]) at the default ratio (1/2), at most

@@ -55,6 +55,11 @@ class StackProfile:
     # grows (the kernel backend's captures: one ACK per segment for the first ~1-2 s of a bulk run).
     rcv_wnd_growth: bool = True
     reinject_on_subflow_rto: bool | None = None  # None: as the scheduler's kernel family does
+    # The client's path manager opens the MP_JOINs once the connection is fully established at the
+    # client: with the server's first packet after the handshake, one initial-path RTT after the SYN-ACK
+    # (the kernel backend's captures, Linux 6.18, downloads and uploads). Off for the out-of-tree
+    # profile, not measured here (its lab captures give their join time: join_after_ns).
+    join_when_established: bool = True
 
     def __post_init__(self) -> None:
         for key in ("tcp_rmem", "tcp_wmem"):
@@ -81,7 +86,7 @@ class StackProfile:
 PROFILES: dict[str, StackProfile] = {
     "linux-upstream": StackProfile(),
     "mptcp.org-v0.95": StackProfile(name="mptcp.org-v0.95", tcp_moderate_rcvbuf=False, sndbuf_locked=True,
-                                    mptcp_ooo_quickack=True, scaling_ratio=0.5),
+                                    mptcp_ooo_quickack=True, scaling_ratio=0.5, join_when_established=False),
 }
 
 # Older scenario files and callers use the engine's names; they map onto kernel settings here, the one

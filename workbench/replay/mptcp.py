@@ -64,6 +64,11 @@ class ConnectionConfig:
     each time it grows.
     ``join_delay_ns``: extra time between the client getting the initial SYN-ACK and sending its
     MP_JOINs (the upstream path manager took 21-122 ms in the lab captures).
+    ``join_when_established``: the client's path manager opens its MP_JOINs only once the MPTCP
+    connection is fully established at the client, i.e. with the server's first packet after the
+    handshake, one round trip on the initial path after the SYN-ACK (Linux 6.18 in the kernel backend:
+    the join's SYN leaves 0.1-0.2 ms after that packet arrives, downloads and uploads alike), or
+    ``join_delay_ns`` after the SYN-ACK if that is later.
     ``send_buf_bytes=None`` = upstream autotuning: the MPTCP socket's send buffer is the sum of its
     subflows' autotuned send buffers (each ~3 x largest cwnd in segments, capped at 4 MiB).
     """
@@ -83,6 +88,7 @@ class ConnectionConfig:
     reinject_on_subflow_rto: bool | None = None
     handshake: bool = True
     join_delay_ns: int = 0
+    join_when_established: bool = False
     sample_interval_ns: int = 10_000_000
     backup: tuple[str, ...] = ()
     rcv_wnd_init_bytes: int | None = None
@@ -242,9 +248,10 @@ def olia_terms(group: list[Any], sf: Any) -> tuple[int, int, float, float, int, 
 
 
 class ConnReceiver:
-    """Client-side meta socket: in-order point, OOO queue, shared receive window. ``wnd_grown`` is
-    the window the subflows have grown to (the largest of their rcv_ssthresh: MPTCP announces the
-    furthest right edge any subflow offered, mptcp_set_rwin); the buffer itself when not growing.
+    """Client-side meta socket: in-order point, OOO queue, shared receive window. ``wnd_init`` is
+    the window the handshake announced (each subflow's first rcv_ssthresh); the buffer itself when the
+    window does not grow. Each subflow announces its own window (`SubflowReceiver.send_ack`) or up to
+    ``wnd_sent_end``, the furthest right edge any subflow announced, if that lies further.
 
     ``wnd_cap`` is the window the MPTCP socket's receive buffer allows (win_from_space of sk_rcvbuf),
     less the out-of-order data it holds. Without autotuning it is ``rcv_buf_bytes`` throughout. With
@@ -260,12 +267,13 @@ class ConnReceiver:
     and one step takes the buffer to tcp_rmem[2] (0.38 s)."""
 
     __slots__ = ("delivered_t_ns", "drs_rtt_us", "drs_seq", "drs_space", "drs_t_ns", "max_ooo_bytes", "mss",
-                 "ooo", "ooo_bytes", "rcv_buf_bytes", "rcv_nxt", "receivers", "wnd_cap", "wnd_grown")
+                 "ooo", "ooo_bytes", "rcv_buf_bytes", "rcv_nxt", "receivers", "wnd_cap", "wnd_init",
+                 "wnd_sent_end")
 
     def __init__(self, rcv_buf_bytes: int, wnd_init_bytes: int | None = None, *,
                  buf_init_bytes: int | None = None, rcv_space_init_bytes: int = 0, mss_bytes: int = 1424) -> None:
         self.rcv_buf_bytes = rcv_buf_bytes
-        self.wnd_grown = rcv_buf_bytes if wnd_init_bytes is None else min(wnd_init_bytes, rcv_buf_bytes)
+        self.wnd_init = rcv_buf_bytes if wnd_init_bytes is None else min(wnd_init_bytes, rcv_buf_bytes)
         self.rcv_nxt = 0
         self.ooo: dict[int, int] = {}
         self.ooo_bytes = 0
@@ -282,6 +290,9 @@ class ConnReceiver:
         self.drs_t_ns = 0
         self.drs_rtt_us = 0
         self.receivers: list[Any] = []  # the subflow receivers (SubflowReceiver), for autotuning
+        # msk->rcv_wnd_sent: the furthest right edge (DSN) any subflow announced; a subflow whose own
+        # window ends short of it announces up to it instead (mptcp_set_rwin)
+        self.wnd_sent_end = self.wnd_init
 
     def autotune(self, now: int) -> None:
         """mptcp_rcv_space_adjust when the application reads (it reads in-order data at once)."""
@@ -337,12 +348,6 @@ class ConnReceiver:
             self.delivered_t_ns = now
         return False
 
-    def window(self) -> int:
-        w = self.wnd_cap - self.ooo_bytes
-        if w > self.wnd_grown:
-            w = self.wnd_grown
-        return w if w > 0 else 0
-
 
 class Connection:
     """Meta sender + the subflow objects + the receiver; owns the scheduler call loop."""
@@ -375,7 +380,7 @@ class Connection:
         self.write_seq = 0
         self.snd_una = 0
         self.una_idx = 0
-        self.wnd_end = self.rx.wnd_grown  # what the SYN/SYN-ACK exchange announced
+        self.wnd_end = self.rx.wnd_init  # what the SYN/SYN-ACK exchange announced
         self.reinject: list[int] = []
         self.send_buffer_full = False
         self.workload: Workload | None = None

@@ -96,20 +96,22 @@ class ReplayResult:
 
 
 def handshake_times(paths: list[PathConfig], join_delay_ns: int = 0, *, direction: str = "down",
-                    ) -> list[tuple[int, int]]:
+                    join_when_established: bool = False) -> list[tuple[int, int]]:
     """(time the data sender may send on subflow k, handshake RTT sample) per path."""
     owd = [(p.owd_up_ns.at, p.owd_down_ns.at) for p in paths]
-    return [(t_use, rtt) for t_use, rtt, _ in _handshakes(owd, join_delay_ns, direction)]
+    return [(t_use, rtt) for t_use, rtt, _ in _handshakes(owd, join_delay_ns, direction, join_when_established)]
 
 
 OwdAt = Callable[[int], float]
 
 
 def _handshakes(owd: Sequence[tuple[OwdAt, OwdAt]], join_delay_ns: int, direction: str,
-                ) -> list[tuple[int, int, list[tuple[int, int, str, int]]]]:
+                join_when_established: bool = False) -> list[tuple[int, int, list[tuple[int, int, str, int]]]]:
     """Per subflow, from its (client -> server, server -> client) one-way delays at a time: (usable
     at the data sender, RTT sample, packets) where each packet is (t_sent_ns, t_arrived_ns, dir
-    "c2s"/"s2c", TCP flags)."""
+    "c2s"/"s2c", TCP flags). ``join_when_established``: the MP_JOINs wait for the connection to be
+    fully established at the client (the server's first packet after the third ACK: the first data
+    of a download, the ACK of the first data of an upload), one more round trip on the initial path."""
     syn, ack = 0x002, 0x010
     out = []
     t_client = 0  # the client connects at 0; it sends MP_JOINs once it has the initial SYN-ACK
@@ -128,7 +130,13 @@ def _handshakes(owd: Sequence[tuple[OwdAt, OwdAt]], join_delay_ns: int, directio
             t_use = t0 + 2 * up + 2 * down
         out.append((t_use, up + down, pkts))
         if k == 0:
-            t_client = up + down + join_delay_ns
+            wait = join_delay_ns
+            if join_when_established:
+                t_sa = up + down
+                up1 = int(c2s(t_sa))
+                rtt1 = up1 + int(s2c(t_sa + up1))
+                wait = max(wait, rtt1)
+            t_client = up + down + wait
     return out
 
 
@@ -194,7 +202,8 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
         rcv = SubflowReceiver(loop, index=k, meta=c.rx, link=net[r.ack[0]], rec=rec, ack_bytes=cfg.ack_bytes,
                               delayed_ack=cfg.delayed_ack, delack_ns=cfg.delack_ns,
                               quickack_on_meta_ooo=cfg.quickack_on_meta_ooo,
-                              wnd_incr_bytes=0 if cfg.rcv_wnd_init_bytes is None else 2 * cfg.tcp_mss_bytes)
+                              wnd_incr_bytes=0 if cfg.rcv_wnd_init_bytes is None else 2 * cfg.tcp_mss_bytes,
+                              init_later=cfg.handshake and k > 0)
         c.subflows.append(sf)
         c.views.append(sf)
         receivers.append(rcv)
@@ -212,11 +221,14 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
             c2s, s2c = (r.ack, r.data) if direction == "down" else (r.data, r.ack)
             return ((lambda t, x=c2s: route_owd_ns(spec_by_name, x, t)),
                     (lambda t, x=s2c: route_owd_ns(spec_by_name, x, t)))
-        hs = _handshakes([owd_fns(r) for r in routes], cfg.join_delay_ns, direction)
+        hs = _handshakes([owd_fns(r) for r in routes], cfg.join_delay_ns, direction, cfg.join_when_established)
         # the receiver's end of the initial handshake (the client's SYN-ACK, or for an upload the
         # server's third ACK): where its first receive-buffer measurement starts
-        c.rx.drs_t_ns = hs[0][2][1 if direction == "down" else 2][1]
-        for sf, (t, rtt, pkts) in zip(c.subflows, hs, strict=True):
+        rcv_end = 1 if direction == "down" else 2
+        c.rx.drs_t_ns = hs[0][2][rcv_end][1]
+        for sf, rcv, (t, rtt, pkts) in zip(c.subflows, receivers, hs, strict=True):
+            if sf.index > 0:  # a joined subflow's buffer is set up at the receiver's end of its handshake
+                loop.at(pkts[rcv_end][1], lambda r: r.init_buffer_space(), rcv)
             # The first data echo the receiver's last handshake segment (TS.Recent), except on a subflow
             # the server accepted by MP_JOIN: measured in the kernel backend (buf-1bdp, rmem-6M: `ss`
             # in the client), that subflow's first flight gives the client no receiver-RTT sample, as

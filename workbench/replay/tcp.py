@@ -901,12 +901,13 @@ class SubflowReceiver:
     __slots__ = (
         "ack_bytes", "delack_ns", "delack_timer", "delayed_ack", "index", "last_data_ns", "link", "loop",
         "meta", "ooo", "quick", "quickack_on_meta_ooo", "rcv_nxt", "rcv_rtt_ecr_ms", "rcv_rtt_us8", "rcv_space",
-        "rcv_ssthresh", "rcv_wup", "rec", "rto_guess_ns", "ts_recent_ns", "unacked", "wnd_cap", "wnd_incr",
+        "rcv_space_init", "rcv_ssthresh", "rcv_wup", "rec", "rto_guess_ns", "ts_recent_ns", "unacked", "wnd_cap",
+        "wnd_incr",
     )
 
     def __init__(self, loop: EventLoop, *, index: int, meta: ConnReceiver, link: Link,
                  rec: Recorder | None, ack_bytes: int, delayed_ack: bool, delack_ns: int,
-                 quickack_on_meta_ooo: bool, wnd_incr_bytes: int = 0) -> None:
+                 quickack_on_meta_ooo: bool, wnd_incr_bytes: int = 0, init_later: bool = False) -> None:
         self.loop = loop
         self.index = index
         self.meta = meta
@@ -925,13 +926,19 @@ class SubflowReceiver:
         self.delack_timer = Timer(loop, self._on_delack)
         # tcp_grow_window: this subflow's rcv_ssthresh and its smallest step (2 x TCP MSS; 0 = the
         # window does not grow: it is the whole buffer from the start)
-        self.rcv_ssthresh = meta.wnd_grown
+        self.rcv_ssthresh = meta.wnd_init
         self.wnd_incr = wnd_incr_bytes
         # receive-buffer autotuning (ConnReceiver.autotune): the window this subflow's own buffer allows
         # (the cap of its rcv_ssthresh: min(window_clamp, tcp_space)), its rcvq_space.space, and its
-        # receiver RTT estimate from the timestamps its data echo (rcv_rtt_est.rtt_us, x8; 0 = none yet)
+        # receiver RTT estimate from the timestamps its data echo (rcv_rtt_est.rtt_us, x8; 0 = none yet).
+        # ``init_later``: the buffer is set up when this end's handshake completes (`init_buffer_space`,
+        # called by the run), which for a joined subflow can be after some of the connection's steps;
+        # until then rcvq_space.space is 0 and the steps pass it by (mptcp_rcv_space_adjust: "subflows
+        # can be added before tcp_init_transfer()"), so it starts from tcp_rmem[1] whatever the
+        # connection's buffer has grown to.
         self.wnd_cap = meta.wnd_cap
-        self.rcv_space = meta.drs_space
+        self.rcv_space_init = meta.drs_space
+        self.rcv_space = 0 if init_later else meta.drs_space
         self.rcv_rtt_us8 = 0
         self.rcv_rtt_ecr_ms = -1
         meta.receivers.append(self)
@@ -970,13 +977,10 @@ class SubflowReceiver:
         if self.rcv_ssthresh < self.wnd_cap and self.wnd_incr and i >= self.rcv_nxt:
             # tcp_grow_window, for new data in order and out of order alike (not duplicates):
             # rcv_ssthresh += max(2 x MSS, 2 x len) up to the window this subflow's buffer allows, and a
-            # quick ACK (icsk_ack.quick |= 1) while it grows; the connection announces the largest
-            # subflow window
+            # quick ACK (icsk_ack.quick |= 1) while it grows
             room = self.wnd_cap - self.rcv_ssthresh
             incr = 2 * plen if 2 * plen > self.wnd_incr else self.wnd_incr
             self.rcv_ssthresh += incr if incr < room else room
-            if self.rcv_ssthresh > meta.wnd_grown:
-                meta.wnd_grown = self.rcv_ssthresh
             if self.quick == 0:
                 self.quick = 1
         if i == self.rcv_nxt:
@@ -1018,6 +1022,11 @@ class SubflowReceiver:
         else:
             self.send_ack(now, _DSACK)  # duplicate: immediate ACK carrying a DSACK
 
+    def init_buffer_space(self) -> None:
+        """tcp_init_buffer_space at this end's handshake: from here on the connection's buffer steps
+        grow this subflow's buffer too, from its first space and tcp_rmem[1]."""
+        self.rcv_space = self.rcv_space_init
+
     def rcvbuf_grow(self, copied: int) -> None:
         """tcp_rcvbuf_grow on this subflow when the MPTCP socket's buffer grew: its own window from what
         the connection read against this subflow's last space (a subflow that joined late still holds
@@ -1042,5 +1051,19 @@ class SubflowReceiver:
         self.delack_timer.deadline = None
         meta = self.meta
         self.rcv_wup = self.rcv_nxt
-        self.link.send(AckPkt(self.index, self.rcv_nxt, sack, meta.rcv_nxt, meta.window(), now,
+        # __tcp_select_window on a subflow: the MPTCP socket's free space (its buffer's window less the
+        # out-of-order data it holds), at most this subflow's own rcv_ssthresh; mptcp_set_rwin then
+        # announces the connection's furthest right edge instead where that lies beyond (never shrinking
+        # it), so a subflow with a small buffer shows its own window only right after a DATA_ACK jump.
+        w = meta.wnd_cap - meta.ooo_bytes
+        if w > self.rcv_ssthresh:
+            w = self.rcv_ssthresh
+        if w < 0:
+            w = 0
+        end = meta.rcv_nxt + w
+        if end > meta.wnd_sent_end:
+            meta.wnd_sent_end = end
+        else:
+            w = meta.wnd_sent_end - meta.rcv_nxt
+        self.link.send(AckPkt(self.index, self.rcv_nxt, sack, meta.rcv_nxt, w, now,
                               self.ts_recent_ns), self.ack_bytes + (12 if sack != -1 else 0))
