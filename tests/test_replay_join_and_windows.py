@@ -141,3 +141,17 @@ def test_the_join_time_is_the_same_through_the_engine_and_the_experiment() -> No
     e = _experiment(owd_ms=(10, 30))
     assert dataclasses.replace(e.stack, join_when_established=False) == stack_profile(
         "linux-upstream", join_when_established=False)
+
+
+def test_a_captures_measured_join_time_is_kept_as_it_is() -> None:
+    """A replay of a capture joins when the capture's client did (join_after_ns from its packets), even
+    earlier than full establishment would allow: what happened is not second-guessed. Without a measured
+    join, the upstream rule applies."""
+    from workbench.capture_experiment import CaptureSettings, capture_stack
+    measured = CaptureSettings(delivered_bytes=1, mss_bytes=1424, header_bytes=90, join_after_ns=7 * MS,
+                               direction="down", warnings=(), rcv_wnd_max_bytes=None)
+    assert not capture_stack(measured).join_when_established
+    assert capture_stack(dataclasses.replace(measured, join_after_ns=0)).join_when_established
+    e = dataclasses.replace(_experiment(owd_ms=(10, 30), join_after_ms=7, seconds=0.3), stack=capture_stack(measured))
+    ev = _events(e)
+    assert _join_syn(ev) - _synack_at_client(ev) == 7 * MS

@@ -126,6 +126,9 @@ def capture_stack(settings: CaptureSettings | None, *, congestion_control: str =
         over["advmss"] = settings.mss_bytes
     if settings is not None and settings.header_bytes is not None:
         over["frame_overhead_bytes"] = settings.header_bytes
+    if settings is not None and settings.join_after_ns > 0:
+        # the join time the capture shows is what happened: nothing waits on top of it
+        over["join_when_established"] = False
     return stack_profile("linux-upstream", **over)
 
 
