@@ -495,11 +495,15 @@ def _bulk_ooo(name: str, rcv_buf: int, paths: list[PathConfig]) -> tuple[float, 
 def test_otias_fig5_6_smaller_ooo_queue_and_throughput_at_small_receive_buffer() -> None:
     """Seed 001 Fig. 5-6 direction, 160 KB receive buffer (the smallest the paper shows), paths with
     RTT 20 ms / 200 ms and little queueing (OTIAS's RTT/2 one-way estimate holds): OTIAS keeps a
-    much smaller MPTCP OOO queue than minRTT and the upstream default, and more throughput."""
+    much smaller MPTCP OOO queue than minRTT and the upstream default, and more throughput: 1.2 x
+    minRTT's (the paper's comparison). The upstream default is not in the paper; its throughput here rose
+    from 8.27 to 9.84 Mbit/s (OTIAS 11.18) once every subflow's ACK re-announced the connection's furthest
+    right edge, as mptcp_set_rwin does (an edge the slow subflow offered no longer waits 90 ms for that
+    subflow's ACK), so against it the margin asked is 1.1 x."""
     paths = [PathConfig.constant("fast", rate_bps=10e6, owd_ns=10 * MS, buffer_bytes=20_000),
              PathConfig.constant("slow", rate_bps=10e6, owd_ns=100 * MS, buffer_bytes=100_000)]
     g_ot, q_ot = _bulk_ooo("otias", 160_000, paths)
     g_min, q_min = _bulk_ooo("minrtt", 160_000, paths)
     g_up, q_up = _bulk_ooo("upstream", 160_000, paths)
     assert q_ot < 0.5 * q_min and q_ot < 0.5 * q_up, (q_ot, q_min, q_up)
-    assert g_ot > 1.2 * g_min and g_ot > 1.2 * g_up, (g_ot, g_min, g_up)
+    assert g_ot > 1.2 * g_min and g_ot > 1.1 * g_up, (g_ot, g_min, g_up)
