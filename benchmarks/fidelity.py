@@ -967,7 +967,12 @@ KNOWN_DIFFERENCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "the 120 ms base at 0.7 and 0.9 s; ss: sndbuf_limited 85 % of its busy time, 64 kB bursts with gaps); the "
      "model's slow path keeps a queue (round minimum 141 ms at 0.7 s) and exits. With the kernel's buffer "
      "size the model gives 22.4 (800 kB) or 29.3 Mbit/s (1119 kB, sndbuf locked): the buffer is the lever, and "
-     "what lets the kernel's slow start run on is the part not yet modelled."),
+     "what lets the kernel's slow start run on is the part not yet modelled. rtt-x15 (20 / 10 Mbit/s, 5 / 75 ms; "
+     "10 s -11 %, share 7.7 points): the kernel's slow subflow has a median cwnd of 338 and 223 in the matrix's "
+     "two runs; a third run sampled with `ss` (server side, every ~10 ms) held it at 132 until 6 s and 167-171 "
+     "after, with 66-124 segments unacknowledged and nothing queued, as the model does (cwnd 140, 70-108 in "
+     "flight, starved by the scheduler's linger-time comparison with the fast path's full queue). The model "
+     "sits at the low end of a spread the kernel's own runs show."),
     ("MPTCP-level OOO delay on moderate gaps", ("rtt-x3", "rtt-x8", "up-rtt-x8", "ping-tmobile", "ping-atnt",
                                                 "loss-0.1pc"),
      "Finding (before): with an RTT gap of 3x, or a slow path whose delay follows a ping log, the model's OOO "
@@ -1004,7 +1009,21 @@ KNOWN_DIFFERENCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "grows past 600 kB; the model's default window is not limiting then, and with `--model-autotuning` its "
      "plateau is higher (317-362 kB), so neither stalls (completion 0.415 / 0.409 s against the kernel's "
      "0.465-0.493 s). The same plateau as the receive-buffer entry's; the upload (finite-up-1M) agrees within "
-     "0.5 %."),
+     "0.5 %. Why the kernel stalls, measured (capture DSNs, `benchmarks/kernel_sockets.py finite-1M --side "
+     "client`): the joined subflow's first push is 64 kB, two whole MPTCP data fragments (DSN 327280-392736 from "
+     "the first data byte: a fragment is 32728 B of a 32 KB page, and __subflow_push_pending tests the burst and "
+     "the subflow's send buffer only between fragments), where the model pushes 30 segments (42.7 kB, its "
+     "send-buffer cap). So the kernel's slow path holds the byte the in-order point waits for until its third "
+     "flight: the hole fills at 0.30 s (model 0.24 s) while the MPTCP socket queues up to 324 kB of the fast "
+     "path's data against a 505720 B buffer (window ~310 kB). Tried twice, not kept: whole-fragment pushes on "
+     "fixed 32728 B fragments (finite-1M +14.8 % -> -4.7 %, finite-1M-lte +5.0 -> +0.4 %, finite-2M-rtt-x8 "
+     "+8.3 -> +4.9 %, but the 10 s matrix, inside for goodput / share / OOO p50 / p95 / RTT, 45/52/40/40/47 -> "
+     "44/46/33/31/44, e.g. rate-x10 OOO p95 241 -> "
+     "372 ms against the kernel's 236), and fragments carved as mptcp_sendmsg carves them (a new one per 64 KB "
+     "send() when nothing is pending, cut at page ends: 10 s 42/47/34/30/44, 3 s 42/49/34/34/44 -> "
+     "44/47/28/25/42). In steady state both give the slow paths more than the kernel does; the send-buffer "
+     "sizes were calibrated under per-segment pushes, and what the kernel keeps pending at the MPTCP level "
+     "between pushes is not measured yet."),
     ("Retransmissions", ("rtt-x1", "rtt-x3", "rtt-x8", "outage-fast", "outage-slow", "loss-both"),
      "Finding (before): with a short RTT on the fast path the model retransmitted 5-10x more than the kernel "
      "(rtt-x8: 71 against 7; rtt-x1 117 against 15). Measured on rtt-x8: 56 of the model's 59 drops on the "
