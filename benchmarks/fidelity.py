@@ -868,7 +868,11 @@ KNOWN_DIFFERENCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "received above its DATA_ACK). The model announces the connection's window on every subflow and sits between the modes. "
      "Hypothesis, not proven: the second subflow joins either before or after the MPTCP socket's buffer "
      "reaches tcp_rmem[2], and a subflow that joins after the last step keeps tcp_rmem[1] (rmem-128k, "
-     "where the two are equal, has no such floor; its +7 % has another cause). This kernel refuses kprobes, "
+     "where the two are equal, has no such floor; its +7 % has another cause, measured at 10 s from a fresh "
+     "kernel run's capture, 1-10 s: every ACK announces 79488 B in the kernel (p10-p90 on the fast subflow; "
+     "131072 x 0.6065) against the model's 80478 (131072 x 0.614), data outstanding at the MPTCP level p50 "
+     "78064 against 79744 B, the fast path's RTT p50 41.5 against 40.8 ms, and the slow path carries 0.71 MB "
+     "against 0.90: about 4 points from the window and the RTT, the rest from the slow path's share). This kernel refuses kprobes, "
      "nstat's counters do not differ between the modes (no prunes, no drops), and polling `ss` every 20 ms "
      "changed the outcome (3 of 3 polled runs at 12.8-13.5 Mbit/s, both subflows at rb 262144 and "
      "rcv_ssthresh 160370 throughout), so "
@@ -972,7 +976,14 @@ KNOWN_DIFFERENCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "two runs; a third run sampled with `ss` (server side, every ~10 ms) held it at 132 until 6 s and 167-171 "
      "after, with 66-124 segments unacknowledged and nothing queued, as the model does (cwnd 140, 70-108 in "
      "flight, starved by the scheduler's linger-time comparison with the fast path's full queue). The model "
-     "sits at the low end of a spread the kernel's own runs show."),
+     "sits at the low end of a spread the kernel's own runs show. rate-x10 at 10 s (-5.6 %), its steady state "
+     "measured (`kernel_sockets.py rate-x10 --side server --bulk-s 10 --every-ms 5`, 793 samples from 1 to 10 s): "
+     "the fast subflow has at most 2 segments out in 39 % of them (the model: 43 % of the time), while the "
+     "MPTCP socket holds 318-368 kB (p10-p90) of a 469504 B buffer: data the fast path delivered that waits for "
+     "the DATA_ACK behind the slow path's oldest segments, with the writer blocked until a third is free. "
+     "Whenever the fast subflow idles the MPTCP socket has nothing left to push (its w stays put while the fast "
+     "subflow's w is 0), so in steady state nothing waits at the MPTCP level between pushes: the push "
+     "granularity (finite-1M in the RTT p50 entry) decides which subflow a write goes to, not how much waits."),
     ("MPTCP-level OOO delay on moderate gaps", ("rtt-x3", "rtt-x8", "up-rtt-x8", "ping-tmobile", "ping-atnt",
                                                 "loss-0.1pc"),
      "Finding (before): with an RTT gap of 3x, or a slow path whose delay follows a ping log, the model's OOO "
@@ -1022,8 +1033,10 @@ KNOWN_DIFFERENCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "372 ms against the kernel's 236), and fragments carved as mptcp_sendmsg carves them (a new one per 64 KB "
      "send() when nothing is pending, cut at page ends: 10 s 42/47/34/30/44, 3 s 42/49/34/34/44 -> "
      "44/47/28/25/42). In steady state both give the slow paths more than the kernel does; the send-buffer "
-     "sizes were calibrated under per-segment pushes, and what the kernel keeps pending at the MPTCP level "
-     "between pushes is not measured yet."),
+     "sizes were calibrated under per-segment pushes. What the kernel keeps pending at the MPTCP level between "
+     "pushes, measured since on rate-x10 (the large-gap entry): nothing, whenever a subflow has room; so a "
+     "fragment model has to reproduce where each write's fragments go, and with which send-buffer sizes, "
+     "not a backlog."),
     ("Retransmissions", ("rtt-x1", "rtt-x3", "rtt-x8", "outage-fast", "outage-slow", "loss-both"),
      "Finding (before): with a short RTT on the fast path the model retransmitted 5-10x more than the kernel "
      "(rtt-x8: 71 against 7; rtt-x1 117 against 15). Measured on rtt-x8: 56 of the model's 59 drops on the "
@@ -1037,6 +1050,21 @@ KNOWN_DIFFERENCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "10; goodput within 5 %: 33 -> 41 of 54; RTT p50: 31 -> 43). The outage runs' 6-7x came from RTOs the "
      "kernel undoes (previous entry; now 10 and 16 against 10). Left: loss-both's model seeds spread wider "
      "than the kernel's."),
+    ("Where the delay sits: the two backends' networks", ("ping-tmobile", "ping-both", "outage-slow", "lte-single"),
+     "The kernel backend's path is its delay line (here, without netem: a delay decrease ramped at 0.5 ns "
+     "per ns, random loss, an outage held up to the buffer's size) in front of HTB and the drop-tail FIFO; the model's link "
+     "(docs/MODEL.md) is the FIFO, then the delay, mahimahi's order. With a constant delay the two orders give "
+     "the same arrivals; with a delay trace or an outage they do not (the kernel's FIFO sees a falling delay's "
+     "frames at most twice as fast as they came and paces them; the model's receiver sees them back to back). "
+     "Measured: the model with the kernel's order (a prototype link: delay, loss, outage hold, then the FIFO at "
+     "HTB's last positive rate), model-only against the stored kernel rows: 10 s matrix 45/52/40/40/47 -> "
+     "45/52/38/38/49, 3 s 42/49/34/34/44 -> 39/50/33/34/46. It heals the slow path's window where the delay "
+     "varies (10 s cwnd p50 ping-tmobile 104 -> 138 against the kernel's 141, outage-slow 96 -> 121 against "
+     "125; RTT p50 errors -23.7 % -> +1.8 % and -23.7 % -> -1.6 %), but on the 15 configurations with a "
+     "time-varying rate or delay the OOO p50 error gets worse on 10 and better on 1 (median 10.6 -> 14.9 %), "
+     "and lte-single at 3 s goes -1.1 % -> +8.8 %: its slow start ends at cwnd 78 by the 2.6 Mbit/s step at "
+     "0.1 s, where the kernel's (and the model's own order) end near 52. Not kept: not closer to the kernel "
+     "overall; the model keeps the order docs/MODEL.md states (mahimahi's), which the golden runs pin."),
     ("Single path over a real LTE trace (the RTO regression)", ("lte-single",),
      "Finding: a single path on mahimahi TMobile-LTE-short gets within 5-11 % of the kernel (goodput, RTT), "
      "so the frozen-window-after-RTO bug the issue reports does not show here (it is fixed in the engine and "
