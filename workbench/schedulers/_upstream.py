@@ -91,8 +91,8 @@ class UpstreamDefault(Scheduler):
             return None
         mss = ssk.mss
         limit = ssk.sndbuf_segments * mss
-        wmem = ssk.unacked_bytes
-        if wmem >= limit:
+        used = ssk.unacked_bytes  # payload against the payload-calibrated buffer (not wmem_queued_bytes)
+        if used >= limit:
             return None  # !sk_stream_memory_free(ssk)
         burst = min(self.burst_bytes, conn.wnd_end - conn.seg_dsn(head))
         if burst <= 0:
@@ -104,7 +104,7 @@ class UpstreamDefault(Scheduler):
             avg[ssk.index] = (avg[ssk.index] * tw + pacing * burst) / (burst + tw)
         # keep pushing dfrags while the burst lasts and the subflow's send buffer has room
         n_burst = -(-burst // mss)
-        n_mem = -(-(limit - wmem) // mss)
+        n_mem = -(-(limit - used) // mss)
         return Decision(ssk.index, -1, max(1, min(n_burst, n_mem)))
 
     def _pick(self, subflows: list[SubflowView]) -> SubflowView | None:
