@@ -55,3 +55,24 @@ if [ ! -x "$dl_bin" ] || [ ! -f "$dl_stamp" ] || [ "$(cat "$dl_stamp")" != "$dl_
   mv "$dl_bin.tmp" "$dl_bin"
   echo "$dl_digest" > "$dl_stamp"
 fi
+
+# The compiled engine core (native/engine: Rust, PyO3, built by maturin into the module
+# `workbench_core`), rebuilt when its sources change. Rust comes from rustup when it is there (this
+# machine's ~/.cargo), else from Debian's packages.
+core_stamp=.venv/.workbench-core
+core_digest=$(cat native/engine/Cargo.toml native/engine/Cargo.lock native/engine/pyproject.toml \
+  native/engine/workbench_core.pyi native/engine/src/*.rs | sha256sum | cut -d' ' -f1)
+if [ ! -f "$core_stamp" ] || [ "$(cat "$core_stamp")" != "$core_digest" ] \
+   || ! .venv/bin/python -c 'import workbench_core' 2>/dev/null; then
+  [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+  if ! command -v cargo >/dev/null; then
+    echo "[setup] installing Rust (cargo, rustc) from Debian's packages"
+    export DEBIAN_FRONTEND=noninteractive
+    sudo_if_needed apt-get update -qq
+    sudo_if_needed apt-get install -y -qq cargo rustc >/dev/null
+  fi
+  echo "[setup] building the compiled engine core (native/engine, cargo $(cargo --version | cut -d' ' -f2))"
+  .venv/bin/python -m pip install -q "maturin>=1.7,<2"
+  VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --release --locked -q -m native/engine/Cargo.toml
+  echo "$core_digest" > "$core_stamp"
+fi

@@ -225,3 +225,24 @@ def test_time_varying_rate_is_followed() -> None:
     assert rate_between(1 * S, 3 * S) == pytest.approx(20e6 * 1424 / 1514, rel=0.05)
     # from 4.5 s: the drop overflows the queue and may cost one or two RTOs before the window settles
     assert rate_between(4 * S + S // 2, 6 * S) == pytest.approx(5e6 * 1424 / 1514, rel=0.05)
+
+
+def test_a_dsack_keeps_its_sack_block_on_every_hop() -> None:
+    """An ACK carrying a SACK or a DSACK is 12 bytes longer than a plain one, at its first hop
+    (SubflowReceiver.send_ack) and at every later hop (network.wire): over a second link of one byte
+    per ms, a 66-byte ACK takes 66 ms and both 78-byte ones 78 ms (plus 1 ns on the first link)."""
+    from workbench.replay.network import Route, wire
+    from workbench.replay.tcp import AckPkt
+
+    loop = EventLoop()
+    fast = Link(loop, name="a", rate_bps=StepSeries.constant(1e12), owd_ns=StepSeries.constant(0.0),
+                loss=StepSeries.constant(0.0), buffer_bytes=10**6, rng=random.Random(0), deliver=None)  # type: ignore[arg-type]
+    slow = Link(loop, name="b", rate_bps=StepSeries.constant(8e3), owd_ns=StepSeries.constant(0.0),
+                loss=StepSeries.constant(0.0), buffer_bytes=10**6, rng=random.Random(0), deliver=None)  # type: ignore[arg-type]
+    got: list[tuple[int, int]] = []
+    wire({"a": fast, "b": slow}, [Route("p", data=(), ack=("a", "b"))], data_ends=[lambda _: None],
+         ack_ends=[lambda p: got.append((p.sack, loop.now))], data_header_bytes=66, ack_bytes=66)
+    for i, sack in enumerate((-1, 5, -2)):
+        loop.at(i * S, lambda s: fast.send(AckPkt(0, 1, s, 0, 1000, loop.now), 66 + (12 if s != -1 else 0)), sack)
+    loop.run()
+    assert got == [(-1, 66 * MS + 1), (5, S + 78 * MS + 1), (-2, 2 * S + 78 * MS + 1)]

@@ -67,7 +67,7 @@ def _forward_ack(nxt: Link, ack_bytes: int) -> Callable[[Any], None]:
     send = nxt.send
 
     def forward(pkt: AckPkt) -> None:
-        send(pkt, ack_bytes + (12 if pkt.sack >= 0 else 0))  # a SACK block (or DSACK) adds 12 B
+        send(pkt, ack_bytes + (12 if pkt.sack != -1 else 0))  # a SACK block (or DSACK, -2) adds 12 B, as at the first hop
     return forward
 
 

@@ -1,0 +1,13 @@
+//! The workbench's compiled engine core (issue 17), built by maturin into the Python module
+//! `workbench_core`. The pure-Rust parts (no Python types) are tested by `cargo test
+//! --no-default-features`; the bindings in `py` are tested against the Python engine by
+//! `tests/test_core_*.py`.
+
+pub mod events;
+pub mod link;
+pub mod mt;
+pub mod receiver;
+pub mod series;
+
+#[cfg(feature = "python")]
+mod py;
