@@ -3,6 +3,7 @@
 //! --no-default-features`; the bindings in `py` are tested against the Python engine by
 //! `tests/test_core_*.py`.
 
+pub mod cc;
 pub mod events;
 pub mod link;
 pub mod mt;
@@ -11,3 +12,5 @@ pub mod series;
 
 #[cfg(feature = "python")]
 mod py;
+#[cfg(feature = "python")]
+mod py_cc;

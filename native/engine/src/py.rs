@@ -230,5 +230,6 @@ fn workbench_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_link, m)?)?;
     m.add_class::<PyReceiverConfig>()?;
     m.add_function(wrap_pyfunction!(run_receiver, m)?)?;
+    crate::py_cc::register(m)?;
     Ok(())
 }
