@@ -1,10 +1,14 @@
 """Replay engine speed: 2 paths (30 Mbit/s / 10 ms and 10 Mbit/s / 40 ms one-way), 60 s bulk, minRTT.
 
-Prints simulated data packets per second of wall time and the speed-up over real time (goal >= 20x
-on the 2-core dev machine), with and without the recorder, and CPU time (the dev machine is shared,
-so wall time is noisy).
+Prints simulated data packets per second of wall time and the speed-up over real time, with and
+without the recorder, and CPU time (the dev machine is shared, so wall time is noisy), for the engine
+the run used ("compiled": native/engine; "python": the Python engine, `--engine python`). For the
+compiled engine it also prints the bytes its recorder buffers hold per recorded row and what the
+segment tables hold at the end (O(data in flight)). Issue 17's targets: >= 1,500x real time with the
+recorder off, >= 800x with it on, <= 64 B per recorded packet event; with ``--gbps`` (700 + 300
+Mbit/s, 5 and 15 ms, 2 MB buffers): >= 100x.
 
-    .venv/bin/python benchmarks/bench_replay.py [--seconds 60] [--profile]
+    .venv/bin/python benchmarks/bench_replay.py [--seconds 60] [--engine auto|python] [--gbps] [--profile]
 """
 
 from __future__ import annotations
@@ -18,20 +22,29 @@ from workbench.replay import Bulk, PathConfig, run_replay
 from workbench.schedulers import get
 
 
-def paths() -> list[PathConfig]:
+def paths(*, gbps: bool = False) -> list[PathConfig]:
+    if gbps:
+        return [PathConfig.constant("a", rate_bps=700e6, owd_ns=5_000_000, buffer_bytes=2_000_000),
+                PathConfig.constant("b", rate_bps=300e6, owd_ns=15_000_000, buffer_bytes=2_000_000)]
     return [PathConfig.constant("wifi", rate_bps=30e6, owd_ns=10_000_000, buffer_bytes=150_000),
             PathConfig.constant("lte", rate_bps=10e6, owd_ns=40_000_000, buffer_bytes=150_000)]
 
 
-def bench(seconds: float, *, record: bool, scheduler: str) -> None:
+def bench(seconds: float, *, record: bool, scheduler: str, engine: str = "auto", gbps: bool = False) -> None:
     dur_ns = int(seconds * 1e9)
     w0, c0 = time.perf_counter(), time.process_time()
-    r = run_replay(paths(), get(scheduler), workload=Bulk(), duration_ns=dur_ns, record=record)
+    r = run_replay(paths(gbps=gbps), get(scheduler), workload=Bulk(), duration_ns=dur_ns, record=record,
+                   engine=engine)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     n = r.summary["data_packets_sent"]
-    print(f"{scheduler:10s} record={record!s:5s}  {n} data pkts, {r.summary['events']} events, "
+    st = r.engine_stats
+    print(f"{scheduler:10s} {st['engine']:8s} record={record!s:5s}  {n} data pkts, {r.summary['events']} events, "
           f"delivery rate {r.delivery_rate_bps / 1e6:.2f} Mbit/s | wall {wall:.2f} s: {n / wall:,.0f} pkts/s, "
-          f"{seconds / wall:.1f}x real time | cpu {cpu:.2f} s: {seconds / cpu:.1f}x")
+          f"{seconds / wall:.1f}x real time | cpu {cpu:.2f} s: {seconds / cpu:.1f}x | {cpu / n * 1e6:.3f} us cpu/pkt")
+    if st["engine"] == "compiled":
+        rows = st["recorder_rows"]
+        per_row = f"{st['recorder_bytes'] / rows:.1f} B per recorded row ({rows} rows)" if rows else "no recorder"
+        print(f"           {per_row}; segment tables at the end {st['segment_state_bytes']:,} B")
     if record:
         t0 = time.perf_counter()
         ev = r.events
@@ -42,6 +55,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--scheduler", default="minrtt")
+    ap.add_argument("--engine", default="auto", choices=["auto", "python"])
+    ap.add_argument("--gbps", action="store_true", help="the 1 Gbit/s scenario (700 + 300 Mbit/s)")
     ap.add_argument("--profile", action="store_true")
     a = ap.parse_args()
     if a.profile:
@@ -51,8 +66,8 @@ def main() -> None:
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(20)
         return
-    bench(a.seconds, record=False, scheduler=a.scheduler)
-    bench(a.seconds, record=True, scheduler=a.scheduler)
+    bench(a.seconds, record=False, scheduler=a.scheduler, engine=a.engine, gbps=a.gbps)
+    bench(a.seconds, record=True, scheduler=a.scheduler, engine=a.engine, gbps=a.gbps)
 
 
 if __name__ == "__main__":

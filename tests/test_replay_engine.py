@@ -246,3 +246,19 @@ def test_a_dsack_keeps_its_sack_block_on_every_hop() -> None:
         loop.at(i * S, lambda s: fast.send(AckPkt(0, 1, s, 0, 1000, loop.now), 66 + (12 if s != -1 else 0)), sack)
     loop.run()
     assert got == [(-1, 66 * MS + 1), (5, S + 78 * MS + 1), (-2, 2 * S + 78 * MS + 1)]
+
+
+def test_a_packet_held_forever_by_zero_capacity_is_never_lost() -> None:
+    """Capacity zero for good holds packets in the buffer forever: they neither arrive nor draw a random
+    loss (an earlier version recorded them as lost at t = 2^62 ns, which broke the tables)."""
+    from workbench.replay import PathConfig, StepSeries, run_replay
+    from workbench.schedulers import get
+    dead = PathConfig(name="dead", rate_down_bps=StepSeries.constant(0.0), rate_up_bps=StepSeries.constant(1e6),
+                      owd_down_ns=StepSeries.constant(1e6), owd_up_ns=StepSeries.constant(1e6),
+                      loss_down=StepSeries.constant(1.0))
+    for engine in ("python", "compiled"):
+        r = run_replay([dead], get("minrtt"), workload=Bulk(), duration_ns=300_000_000, engine=engine)
+        assert r.summary["random_losses"] == 0
+        assert r.summary["delivered_bytes"] == 0
+        ev = r.events
+        assert ev.filter(ev["point"] == "drop")["t_ns"].max() is None or ev["t_ns"].max() < 300_000_000

@@ -13,7 +13,8 @@ from workbench.replay.events import EventLoop
 from workbench.replay.link import Link
 from workbench.replay.mptcp import lia_terms, lowest_rtt_available, olia_terms
 from workbench.replay.network import Route, wire
-from workbench.replay.recorder import AckRow, DropRow, HandshakeRow, RcvRow, SampleRow, SndRow
+from workbench.replay.recorder import AckRow, DropRow, HandshakeRow, RcvRow, Recorder, SampleRow, SndRow
+from workbench.replay.tables import RECORD_SCHEMAS, record_frame
 from workbench.replay.tcp import AckPkt, DataPkt
 from workbench.schedulers import get
 from workbench.schedulers._minrtt import _lowest_rtt_available
@@ -50,9 +51,10 @@ def test_a_shared_link_hands_each_packet_to_its_own_subflow() -> None:
 def test_recorder_rows_are_named_records_and_tables_read_them() -> None:
     paths = [PathConfig.constant("a", rate_bps=8e6, owd_ns=10 * MS, buffer_bytes=30_000, loss=0.01),
              PathConfig.constant("b", rate_bps=4e6, owd_ns=30 * MS, buffer_bytes=60_000)]
-    r = run_replay(paths, get("minrtt"), workload=Finite(400_000), duration_ns=10 * S, record=True, seed=3)
+    r = run_replay(paths, get("minrtt"), workload=Finite(400_000), duration_ns=10 * S, record=True, seed=3,
+                   engine="python")
     rec = r.recorder
-    assert rec is not None
+    assert isinstance(rec, Recorder)
     for rows, kind in ((rec.snd, SndRow), (rec.rcv, RcvRow), (rec.ack, AckRow), (rec.samples, SampleRow),
                        (rec.drop, DropRow), (rec.handshake, HandshakeRow)):
         assert rows and all(type(x) is kind for x in rows), kind.__name__
@@ -67,11 +69,33 @@ def test_recorder_rows_are_named_records_and_tables_read_them() -> None:
     assert r.samples.height == len(rec.samples)
 
 
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_record_frames_are_typed_and_feed_the_tables(engine: str) -> None:
+    """Both engines' recorders give each row kind as a typed frame (`record_frame`), the tables' input;
+    the compiled engine's columns come from Rust buffers."""
+    paths = [PathConfig.constant("a", rate_bps=8e6, owd_ns=10 * MS, buffer_bytes=30_000, loss=0.01),
+             PathConfig.constant("b", rate_bps=4e6, owd_ns=30 * MS, buffer_bytes=60_000)]
+    r = run_replay(paths, get("minrtt"), workload=Finite(400_000), duration_ns=10 * S, record=True, seed=3,
+                   engine=engine)
+    frames = {k: record_frame(r.recorder, k) for k in RECORD_SCHEMAS}
+    for kind, schema in RECORD_SCHEMAS.items():
+        assert dict(frames[kind].schema) == schema, kind
+        assert frames[kind].height > 0, kind
+    drops = frames["drop"]
+    assert drops.filter(~drops["is_data"])["dsn"].null_count() == drops.filter(~drops["is_data"]).height
+    ev = r.events
+    assert ev.filter((ev["point"] == "snd") & (ev["payload_bytes"] > 0)).height == frames["snd"].height
+    assert ev.filter(ev["point"] == "drop").height == drops.height
+    assert r.samples.height == frames["samples"].height
+    assert frames["snd"]["payload_bytes"].sum() == 400_000 + frames["snd"].filter(
+        frames["snd"]["is_retrans"] | frames["snd"]["is_reinject"])["payload_bytes"].sum()
+
+
 def _connection(cc: str, n: int):
     paths = [PathConfig.constant(f"p{i}", rate_bps=10e6, owd_ns=(10 + 10 * i) * MS, buffer_bytes=60_000)
              for i in range(n)]
     r = run_replay(paths, get("minrtt"), workload=Bulk(), duration_ns=2 * S, record=True,
-                   conn=ConnectionConfig(cc=cc))
+                   conn=ConnectionConfig(cc=cc), engine="python")
     assert r.recorder is not None and r.recorder.conn is not None
     return r.recorder.conn
 

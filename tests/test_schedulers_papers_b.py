@@ -479,9 +479,11 @@ def test_rbp_gates_a_subflow_whose_share_is_used_up() -> None:
 
 def _data_ack_goodput_bps(r: ReplayResult, t0_ns: int, t1_ns: int) -> float:
     """`in_order_goodput_bps` straight from the recorder's DATA_ACK tap (no event table: cheaper)."""
+    from workbench.replay.tables import record_frame
     assert r.recorder is not None
-    a0 = max((a for t, _sf, _ack, a, *_ in r.recorder.ack if t <= t0_ns), default=0)
-    a1 = max(a for t, _sf, _ack, a, *_ in r.recorder.ack if t <= t1_ns)
+    acks = record_frame(r.recorder, "ack")
+    a0 = acks.filter(acks["t_ns"] <= t0_ns)["data_ack"].max() or 0
+    a1 = acks.filter(acks["t_ns"] <= t1_ns)["data_ack"].max()
     return (a1 - a0) * 8e9 / (t1_ns - t0_ns)
 
 

@@ -154,7 +154,8 @@ class Link:
         p = self._loss_const
         if p < 0:
             p = self._loss.at(finish)
-        if p > 0.0 and self._rng.random() < p:
+        # a packet that capacity zero holds forever never leaves: it cannot be lost either (no draw)
+        if p > 0.0 and finish < _INF and self._rng.random() < p:
             self.n_drop_loss += 1
             if self.on_drop is not None:
                 self.on_drop(pkt, finish, 1)

@@ -55,9 +55,12 @@ def write_pcap(result: ReplayResult, path: str | Path) -> Path:
     rec = result.recorder
     if rec is None:
         raise ValueError("write_pcap needs a replay run with record=True")
-    # both lists were appended in simulation-time order: merge them
+    from workbench.replay.tables import record_frame  # polars only here, after the run
+    snd_rows = (SndRow(*r) for r in record_frame(rec, "snd").iter_rows())
+    ack_rows = (AckRow(*r) for r in record_frame(rec, "ack").iter_rows())
+    # both were recorded in simulation-time order: merge them
     rows: Iterator[tuple[int, int, SndRow | AckRow]] = heapq.merge(
-        ((r.t_ns, 0, r) for r in rec.snd), ((r.t_ns, 1, r) for r in rec.ack))
+        ((r.t_ns, 0, r) for r in snd_rows), ((r.t_ns, 1, r) for r in ack_rows))
     out = Path(path)
     tmp = out.with_suffix(out.suffix + ".part")
     with tmp.open("wb") as f:

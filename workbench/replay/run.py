@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from workbench.replay._core import ColumnRecorder, compiled_spec, run_compiled, workload_spec
 from workbench.replay.cc import make_cc
 from workbench.replay.events import EventLoop
 from workbench.replay.mptcp import Connection, ConnectionConfig
@@ -58,9 +59,12 @@ class ReplayResult:
     config: ConnectionConfig
     seed: int
     summary: dict[str, Any]
-    recorder: Recorder | None = field(repr=False, default=None)
+    recorder: Recorder | ColumnRecorder | None = field(repr=False, default=None)
     direction: str = "down"
     subflow_paths: list[str] = field(default_factory=list)  # the path of each subflow, by index
+    # how the run was computed, not what it modelled: {"engine": "python" | "compiled", and for the
+    # compiled engine the bytes its recorder buffers and segment tables held at the end}
+    engine_stats: dict[str, Any] = field(default_factory=dict, repr=False)
     _events: Any = field(default=None, repr=False)
     _samples: Any = field(default=None, repr=False)
 
@@ -142,7 +146,7 @@ def _handshakes(owd: Sequence[tuple[OwdAt, OwdAt]], join_delay_ns: int, directio
 
 def run_replay(paths: list[PathConfig], scheduler: Scheduler, *, workload: Workload,
                conn: ConnectionConfig | None = None, seed: int = 0, duration_ns: int | None = None,
-               record: bool = True, direction: str = "down") -> ReplayResult:
+               record: bool = True, direction: str = "down", engine: str = "auto") -> ReplayResult:
     """Replay one MPTCP transfer over ``paths`` (one subflow per path, each over its own bottleneck
     each way: links ``NAME/down`` and ``NAME/up``) with ``scheduler``: a download (server -> client,
     ``direction="down"``) or an upload (``"up"``).
@@ -162,16 +166,20 @@ def run_replay(paths: list[PathConfig], scheduler: Scheduler, *, workload: Workl
         data, ack = ((down.name,), (up.name,)) if direction == "down" else ((up.name,), (down.name,))
         routes.append(Route(p.name, data=data, ack=ack, backup=p.name in cfg.backup))
     r = run_network(specs, routes, scheduler, workload=workload, conn=cfg, seed=seed, duration_ns=duration_ns,
-                    record=record, direction=direction)
+                    record=record, direction=direction, engine=engine)
     r.paths = list(paths)
     return r
 
 
 def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: Scheduler, *, workload: Workload,
                 conn: ConnectionConfig | None = None, seed: int = 0, duration_ns: int | None = None,
-                record: bool = True, direction: str = "down") -> ReplayResult:
+                record: bool = True, direction: str = "down", engine: str = "auto") -> ReplayResult:
     """Replay one MPTCP transfer with one subflow per `Route` over ``links`` (which subflows may
-    share: a common bottleneck). Subflow k is ``routes[k]``; the first is the initial subflow."""
+    share: a common bottleneck). Subflow k is ``routes[k]``; the first is the initial subflow.
+
+    ``engine``: "auto" runs the compiled engine (native/engine) when the scheduler and the workload
+    have compiled ports, else the Python engine; "python" or "compiled" forces one (the second
+    raises ValueError for what it cannot run). Both give the same results."""
     if isinstance(scheduler, str):
         raise TypeError("run_replay takes a Scheduler instance; resolve names with "
                         "workbench.schedulers.get(name, **params)")
@@ -184,6 +192,20 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
     if duration_ns is None and getattr(wl, "stop_ns", 1) is None:
         raise ValueError("an endless Bulk workload needs duration_ns (or Bulk(stop_ns=...))")
     sched = scheduler.fresh()
+    spec_by_name = {s.name: s for s in links}
+    setup, ts_ack_ns, drs_t_ns, hs_rows = _setup_plan(routes, spec_by_name, cfg, direction)
+    end_cap = duration_ns if duration_ns is not None else _SAFETY_CAP_NS
+    if engine not in ("auto", "python", "compiled"):
+        raise ValueError(f"engine must be 'auto', 'python' or 'compiled', got {engine!r}")
+    if engine != "python":
+        spec = compiled_spec(sched)
+        wl_spec = workload_spec(wl)
+        if spec is not None and wl_spec is not None:
+            out = run_compiled(links, routes, spec, wl_spec, cfg=cfg, seed=seed, until_ns=end_cap, record=record,
+                               setup=setup, ts_ack_ns=ts_ack_ns, drs_t_ns=drs_t_ns)
+            return _compiled_result(out, routes, sched, cfg, seed, direction, end_cap, hs_rows)
+        if engine == "compiled":
+            raise ValueError(f"the compiled engine has no port of {sched!r} or of {type(wl).__name__}")
     loop = EventLoop()
     rng = random.Random(seed)
     rec = Recorder() if record else None
@@ -191,7 +213,6 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
     if rec is not None:
         rec.conn = c
     cc = make_cc(cfg.cc, c.subflows, hystart=cfg.hystart)
-    spec_by_name = {s.name: s for s in links}
     net = build_links(loop, links, seed=seed)
     receivers = []
     for k, r in enumerate(routes):
@@ -216,31 +237,17 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
     sched.on_start(c.view, c.views)
     c.workload = wl
     wl.start(c, 0)
-    if cfg.handshake:
-        def owd_fns(r: Route) -> tuple[OwdAt, OwdAt]:
-            c2s, s2c = (r.ack, r.data) if direction == "down" else (r.data, r.ack)
-            return ((lambda t, x=c2s: route_owd_ns(spec_by_name, x, t)),
-                    (lambda t, x=s2c: route_owd_ns(spec_by_name, x, t)))
-        hs = _handshakes([owd_fns(r) for r in routes], cfg.join_delay_ns, direction, cfg.join_when_established)
-        # the receiver's end of the initial handshake (the client's SYN-ACK, or for an upload the
-        # server's third ACK): where its first receive-buffer measurement starts
-        rcv_end = 1 if direction == "down" else 2
-        c.rx.drs_t_ns = hs[0][2][rcv_end][1]
-        for sf, rcv, (t, rtt, pkts) in zip(c.subflows, receivers, hs, strict=True):
-            if sf.index > 0:  # a joined subflow's buffer is set up at the receiver's end of its handshake
-                loop.at(pkts[rcv_end][1], lambda r: r.init_buffer_space(), rcv)
-            # The first data echo the receiver's last handshake segment (TS.Recent), except on a subflow
-            # the server accepted by MP_JOIN: measured in the kernel backend (buf-1bdp, rmem-6M: `ss`
-            # in the client), that subflow's first flight gives the client no receiver-RTT sample, as
-            # data echoing no timestamp (TSecr 0) would not; its second flight does.
-            if sf.index == 0 or direction == "up":
-                sf.ts_ack_ns = max(t_snd for t_snd, _, d, _ in pkts if d == ("c2s" if direction == "down" else "s2c"))
-            loop.at(t, lambda a: c.establish(a[0], loop.now, a[1]), (sf, rtt))
-            if rec is not None:
-                rec.handshake.extend(HandshakeRow(t_snd, t_rcv, sf.index, d, flags) for t_snd, t_rcv, d, flags in pkts)
-    else:
-        for sf in c.subflows:
-            loop.at(0, lambda s: c.establish(s, loop.now, 0), sf)
+    c.rx.drs_t_ns = drs_t_ns
+    for sf, t_ack in zip(c.subflows, ts_ack_ns, strict=True):
+        if t_ack is not None:
+            sf.ts_ack_ns = t_ack
+    for kind, t, k, v in setup:
+        if kind == "init":
+            loop.at(t, lambda r: r.init_buffer_space(), receivers[k])
+        else:
+            loop.at(t, lambda a: c.establish(a[0], loop.now, a[1]), (c.subflows[k], v))
+    if rec is not None:
+        rec.handshake.extend(hs_rows)
     if rec is not None and cfg.sample_interval_ns > 0:
         def sample(_: Any) -> None:
             if c.done:
@@ -250,7 +257,6 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
         loop.at(0, sample, None)
 
     wall0 = time.perf_counter()
-    end_cap = duration_ns if duration_ns is not None else _SAFETY_CAP_NS
     # The recorder appends millions of small tuples: the cyclic GC would rescan them again and again
     # (they cannot form cycles). Pause it for the run.
     gc_was_enabled = gc.isenabled()
@@ -309,13 +315,112 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
         },
     }
     return ReplayResult(paths=[], scheduler=repr(sched), config=cfg, seed=seed, summary=summary,
-                        recorder=rec, direction=direction, subflow_paths=[r.path for r in routes])
+                        recorder=rec, direction=direction, subflow_paths=[r.path for r in routes],
+                        engine_stats={"engine": "python"})
 
 
 def _unique_name(subflows: list[SubflowSender], sf: SubflowSender) -> str:
     """The path name, or ``path#k`` for a second subflow on the same path."""
-    first = next(s for s in subflows if s.name == sf.name)
-    return sf.name if first is sf else f"{sf.name}#{sf.index}"
+    return _unique_path_name([s.name for s in subflows], sf.index)
+
+
+def _unique_path_name(names: list[str], k: int) -> str:
+    """Subflow ``k``'s path name, or ``path#k`` when an earlier subflow runs on the same path."""
+    return names[k] if names.index(names[k]) == k else f"{names[k]}#{k}"
+
+
+def _setup_plan(routes: Sequence[Route], spec_by_name: dict[str, LinkSpec], cfg: ConnectionConfig, direction: str
+                ) -> tuple[list[tuple[str, int, int, int]], list[int | None], int, list[HandshakeRow]]:
+    """The connection set-up both engines schedule, in this order: per subflow, its receiver's buffer
+    set-up ("init", joined subflows) and its establishment at the data sender ("establish", with the
+    handshake RTT); each subflow's first echoed timestamp (None: none); where the receiver's first
+    buffer measurement starts; the handshake rows for the recorder."""
+    n = len(routes)
+    if not cfg.handshake:
+        return [("establish", 0, k, 0) for k in range(n)], [None] * n, 0, []
+
+    def owd_fns(r: Route) -> tuple[OwdAt, OwdAt]:
+        c2s, s2c = (r.ack, r.data) if direction == "down" else (r.data, r.ack)
+        return ((lambda t, x=c2s: route_owd_ns(spec_by_name, x, t)),
+                (lambda t, x=s2c: route_owd_ns(spec_by_name, x, t)))
+    hs = _handshakes([owd_fns(r) for r in routes], cfg.join_delay_ns, direction, cfg.join_when_established)
+    # the receiver's end of the initial handshake (the client's SYN-ACK, or for an upload the
+    # server's third ACK): where its first receive-buffer measurement starts
+    rcv_end = 1 if direction == "down" else 2
+    setup: list[tuple[str, int, int, int]] = []
+    ts_ack: list[int | None] = []
+    rows: list[HandshakeRow] = []
+    for k, (t, rtt, pkts) in enumerate(hs):
+        if k > 0:  # a joined subflow's buffer is set up at the receiver's end of its handshake
+            setup.append(("init", pkts[rcv_end][1], k, 0))
+        # The first data echo the receiver's last handshake segment (TS.Recent), except on a subflow
+        # the server accepted by MP_JOIN: measured in the kernel backend (buf-1bdp, rmem-6M: `ss`
+        # in the client), that subflow's first flight gives the client no receiver-RTT sample, as
+        # data echoing no timestamp (TSecr 0) would not; its second flight does.
+        ts_ack.append(max(t_snd for t_snd, _, d, _ in pkts if d == ("c2s" if direction == "down" else "s2c"))
+                      if k == 0 or direction == "up" else None)
+        setup.append(("establish", t, k, rtt))
+        rows.extend(HandshakeRow(t_snd, t_rcv, k, d, flags) for t_snd, t_rcv, d, flags in pkts)
+    return setup, ts_ack, hs[0][2][rcv_end][1], rows
+
+
+def _compiled_result(out: dict[str, Any], routes: Sequence[Route], sched: Scheduler, cfg: ConnectionConfig,
+                     seed: int, direction: str, end_cap: int, hs_rows: list[HandshakeRow]) -> ReplayResult:
+    """A `ReplayResult` from what `workbench_core.run_model` returned (the same summary as the Python
+    engine's)."""
+    done = bool(out["done"])
+    t_end = out["done_ns"] if out["done_ns"] is not None else min(out["now_ns"], end_cap)
+    delivered = out["rcv_nxt"]
+    links = {name: (nq, nl, mq, buf) for name, nq, nl, mq, buf in out["links"]}
+    sfs = [out["subflows"][k] for k in range(len(routes))]
+    names = [s["name"] for s in sfs]
+    summary: dict[str, Any] = {
+        "sim_ns": t_end,
+        "completed": done,
+        "all_acked_ns": out["done_ns"],
+        "delivered_bytes": delivered,
+        "delivery_rate_bps": (delivered * 8e9 / (out["delivered_t_ns"] if done and out["delivered_t_ns"] else t_end)
+                              if t_end > 0 else 0.0),
+        "last_delivery_ns": out["delivered_t_ns"],
+        "wall_s": out["wall_s"],
+        "events": out["events"],
+        "data_packets_sent": sum(s["n_sent"] for s in sfs),
+        "retransmissions": sum(s["n_retrans"] for s in sfs),
+        "rto": sum(s["n_rto"] for s in sfs),
+        "fast_recoveries": sum(s["n_fast_recoveries"] for s in sfs),
+        "reinjections": out["reinjections"],
+        "opportunistic_retransmissions": out["opportunistic_retransmissions"],
+        "penalizations": out["penalizations"],
+        "meta_rto": out["meta_rto"],
+        "queue_drops": sum(v[0] for v in links.values()),
+        "random_losses": sum(v[1] for v in links.values()),
+        "max_rcv_ooo_bytes": out["max_ooo_bytes"],
+        "per_path": {
+            _unique_path_name(names, k): {
+                "sent_packets": s["n_sent"],
+                "sent_bytes": s["sent_bytes"],
+                "acked_bytes": s["acked_bytes"],
+                "retransmissions": s["n_retrans"],
+                "rto": s["n_rto"],
+                "rto_undone": s["n_rto_undone"],
+                "queue_drops": links[s["data_link"]][0],
+                "random_losses": links[s["data_link"]][1],
+                "max_queue_bytes": links[s["data_link"]][2],
+                "buffer_bytes": links[s["data_link"]][3],
+                "final_cwnd": s["cwnd"],
+                "srtt_ns": (s["srtt_us8"] >> 3) * 1000,
+                "hystart_exits": s["hystart_exits"],
+                "lost_retransmissions": s["n_lost_retrans"],
+            }
+            for k, s in enumerate(sfs)
+        },
+    }
+    rec = ColumnRecorder(out["recorder"], hs_rows) if "recorder" in out else None
+    stats = {"engine": "compiled", "segment_state_bytes": out["segment_state_bytes"],
+             "recorder_bytes": out.get("recorder_bytes", 0), "recorder_rows": out.get("recorder_rows", 0)}
+    return ReplayResult(paths=[], scheduler=repr(sched), config=cfg, seed=seed, summary=summary,
+                        recorder=rec, direction=direction, subflow_paths=[r.path for r in routes],
+                        engine_stats=stats)
 
 
 def run_single_path_baselines(paths: list[PathConfig], *, workload: Workload,

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import polars as pl
 
 from workbench.capture.schema import PACKET_EVENTS, SAMPLES
-from workbench.replay.recorder import AckRow, DropRow, HandshakeRow, RcvRow, SampleRow, SndRow
+from workbench.replay.recorder import AckRow, DropRow, HandshakeRow, RcvRow, Recorder, SampleRow, SndRow
 
 if TYPE_CHECKING:
     from workbench.replay.run import ReplayResult
 
-__all__ = ["columns", "packet_events", "samples"]
+__all__ = ["RECORD_SCHEMAS", "columns", "packet_events", "record_frame", "samples"]
 
 _ACK = 0x010
 _PSH = 0x008
@@ -36,6 +36,39 @@ def columns(rows: Sequence[tuple[Any, ...]], row_type: type[NamedTuple]) -> dict
     if not rows:
         return {f: () for f in fields}
     return dict(zip(fields, zip(*rows, strict=True), strict=True))
+
+
+# The recorder's row kinds as typed columns (both engines' recorders give these).
+_I64, _U32, _BOOL = pl.Int64, pl.UInt32, pl.Boolean
+_DATA = {"t_ns": _I64, "subflow": _U32, "seq": _I64, "payload_bytes": _U32, "dsn": _I64, "is_retrans": _BOOL,
+         "is_reinject": _BOOL}
+RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
+    "snd": _DATA,
+    "rcv": {**_DATA, "owd_ns": _I64},
+    "drop": {"t_ns": _I64, "subflow": _U32, "is_data": _BOOL, "seq_or_ack": _I64, "payload_bytes": _U32,
+             "dsn": _I64, "is_retrans": _BOOL, "is_reinject": _BOOL, "reason": pl.UInt8},
+    "ack": {"t_ns": _I64, "subflow": _U32, "ack_seq": _I64, "data_ack": _I64, "rwnd_bytes": _I64,
+            "has_sack": _BOOL, "owd_ns": _I64},
+    "samples": {"t_ns": _I64, "is_periodic": _BOOL, "subflow": _U32, "cwnd": _I64, "inflight": _I64,
+                "srtt_ns": _I64, "queued_bytes": _I64, "snd_buf_bytes": _I64, "rcv_ooo_bytes": _I64},
+}
+_ROW_TYPES: dict[str, type[NamedTuple]] = {"snd": SndRow, "rcv": RcvRow, "drop": DropRow, "ack": AckRow,
+                                           "samples": SampleRow}
+
+
+def record_frame(rec: Any, kind: str) -> pl.DataFrame:
+    """One row kind of a run's recorder ("snd", "rcv", "drop", "ack", "samples") as a typed frame:
+    from the Python engine's row lists, or the compiled engine's columns (Arrow buffers, not copied).
+    A drop row of an ACK has no DSN (null)."""
+    schema = RECORD_SCHEMAS[kind]
+    if isinstance(rec, Recorder):
+        cols = columns(getattr(rec, kind), _ROW_TYPES[kind])
+        return pl.DataFrame({f: pl.Series(f, cols[f], dtype=t) for f, t in schema.items()})
+    got = getattr(rec, kind)
+    df = pl.DataFrame([pl.Series(f, got[f]).cast(t) for f, t in schema.items()])
+    if kind == "drop":
+        df = df.with_columns(dsn=pl.when(pl.col("is_data")).then(pl.col("dsn")))
+    return df
 
 
 def packet_events(result: ReplayResult) -> pl.DataFrame:
@@ -50,49 +83,36 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
     data_dir, ack_dir = ("s2c", "c2s") if result.direction == "down" else ("c2s", "s2c")
     parts: list[pl.DataFrame] = []
 
-    def data_frame(c: dict[str, Sequence[Any]], point: str, n: int) -> pl.DataFrame:
-        """Data rows from columns by name (`SndRow` / `RcvRow` fields; no ``owd_ns``: sender side)."""
-        if not n:
+    def data_frame(df: pl.DataFrame, point: str) -> pl.DataFrame:
+        """Data rows (`SndRow` / `RcvRow` fields; no ``owd_ns``: sender side)."""
+        if not df.height:
             return pl.DataFrame()
-        owd = c.get("owd_ns")
-        df = pl.DataFrame({
-            "t_ns": pl.Series(c["t_ns"], dtype=pl.Int64),
-            "subflow": pl.Series(c["subflow"], dtype=pl.UInt32),
-            "seq": pl.Series(c["seq"], dtype=pl.Int64),
-            "payload_bytes": pl.Series(c["payload_bytes"], dtype=pl.UInt32),
-            "dsn": pl.Series(c["dsn"], dtype=pl.UInt64),
-            "is_retrans": pl.Series(c["is_retrans"], dtype=pl.Boolean),
-            "is_reinject": pl.Series(c["is_reinject"], dtype=pl.Boolean),
-            "owd_ns": pl.Series(owd if owd is not None else [None] * n, dtype=pl.Int64),
-        })
+        if "owd_ns" not in df.columns:
+            df = df.with_columns(owd_ns=pl.lit(None, pl.Int64))
+        df = df.select("t_ns", "subflow", "seq", "payload_bytes", "dsn", "is_retrans", "is_reinject", "owd_ns")
         return df.with_columns(
+            dsn=pl.col("dsn").cast(pl.UInt64),
             point=pl.lit(point), dir=pl.lit(data_dir), ack=pl.lit(1, pl.UInt32),
             flags=pl.lit(_ACK | _PSH, pl.UInt16), frame_bytes=(pl.col("payload_bytes") + hdr).cast(pl.UInt32),
             rwnd_bytes=pl.lit(srv_win, pl.UInt64), data_ack=pl.lit(0, pl.UInt64),
         )
 
-    parts.append(data_frame(columns(rec.snd, SndRow), "snd", len(rec.snd)))
-    parts.append(data_frame(columns(rec.rcv, RcvRow), "rcv", len(rec.rcv)))
-    drops_d = [r for r in rec.drop if r.is_data]
-    drops_a = [r for r in rec.drop if not r.is_data]
-    if drops_d:
-        d = columns(drops_d, DropRow)
-        d["seq"] = d["seq_or_ack"]
-        parts.append(data_frame(d, "drop", len(drops_d)))
-    if rec.ack or drops_a:
-        a = columns(rec.ack, AckRow)
-        x = columns(drops_a, DropRow)
-        na, nx = len(rec.ack), len(drops_a)
-        df = pl.DataFrame({
-            "t_ns": pl.Series([*a["t_ns"], *x["t_ns"]], dtype=pl.Int64),
-            "subflow": pl.Series([*a["subflow"], *x["subflow"]], dtype=pl.UInt32),
-            "ack": pl.Series([*a["ack_seq"], *x["seq_or_ack"]], dtype=pl.Int64),
-            "data_ack": pl.Series([*a["data_ack"], *[None] * nx], dtype=pl.UInt64),
-            "rwnd_bytes": pl.Series([*a["rwnd_bytes"], *[None] * nx], dtype=pl.UInt64),
-            "sack": pl.Series([*a["has_sack"], *[False] * nx], dtype=pl.Boolean),
-            "point": pl.Series(["rcv"] * na + ["drop"] * nx, dtype=pl.String),
-            "owd_ns": pl.Series([*a["owd_ns"], *[None] * nx], dtype=pl.Int64),
-        })
+    parts.append(data_frame(record_frame(rec, "snd"), "snd"))
+    parts.append(data_frame(record_frame(rec, "rcv"), "rcv"))
+    drops = record_frame(rec, "drop")
+    drops_d = drops.filter(pl.col("is_data"))
+    drops_a = drops.filter(~pl.col("is_data"))
+    if drops_d.height:
+        parts.append(data_frame(drops_d.rename({"seq_or_ack": "seq"}), "drop"))
+    acks = record_frame(rec, "ack")
+    if acks.height or drops_a.height:
+        na, nx = acks.height, drops_a.height
+        df = pl.concat([
+            acks.select("t_ns", "subflow", ack="ack_seq", data_ack=pl.col("data_ack").cast(pl.UInt64),
+                        rwnd_bytes=pl.col("rwnd_bytes").cast(pl.UInt64), sack="has_sack", owd_ns="owd_ns"),
+            drops_a.select("t_ns", "subflow", ack="seq_or_ack", data_ack=pl.lit(None, pl.UInt64),
+                           rwnd_bytes=pl.lit(None, pl.UInt64), sack=pl.lit(False), owd_ns=pl.lit(None, pl.Int64)),
+        ]).with_columns(point=pl.Series(["rcv"] * na + ["drop"] * nx, dtype=pl.String))
         df = df.with_columns(
             dir=pl.lit(ack_dir), seq=pl.lit(1, pl.Int64), payload_bytes=pl.lit(0, pl.UInt32),
             flags=pl.lit(_ACK, pl.UInt16),
@@ -150,23 +170,24 @@ def _handshake_rows(rows: list[HandshakeRow], ack_bytes: int, rwnd_bytes: dict[s
 
 def samples(result: ReplayResult) -> pl.DataFrame:
     rec = result.recorder
-    if rec is None or not rec.samples:
+    if rec is None:
         return pl.DataFrame(schema=SAMPLES)
-    c = columns(rec.samples, SampleRow)
+    c = record_frame(rec, "samples")
+    if not c.height:
+        return pl.DataFrame(schema=SAMPLES)
     names = result.path_names
-    rcv_ooo = pl.Series(c["rcv_ooo_bytes"], dtype=pl.UInt64)
-    df = pl.DataFrame({
-        "t_ns": pl.Series(c["t_ns"], dtype=pl.Int64),
-        "kind": pl.Series(["periodic" if p else "ack" for p in c["is_periodic"]], dtype=pl.String),
-        "conn": pl.Series([0] * len(rec.samples), dtype=pl.UInt32),
-        "subflow": pl.Series(c["subflow"], dtype=pl.UInt32),
-        "cwnd_segments": pl.Series(c["cwnd"], dtype=pl.Float64),
-        "inflight_segments": pl.Series(c["inflight"], dtype=pl.UInt32),
-        "srtt_ns": pl.Series(c["srtt_ns"], dtype=pl.Int64),
-        "snd_queue_bytes": pl.Series(c["queued_bytes"], dtype=pl.UInt64),
-        "snd_buf_bytes": pl.Series(c["snd_buf_bytes"], dtype=pl.UInt64),
-        "rcv_ooo_bytes": rcv_ooo,
-        "rcv_buf_bytes": rcv_ooo,  # the application reads in-order data at once
-    })
+    df = c.select(
+        "t_ns",
+        kind=pl.when(pl.col("is_periodic")).then(pl.lit("periodic")).otherwise(pl.lit("ack")),
+        conn=pl.lit(0, pl.UInt32),
+        subflow="subflow",
+        cwnd_segments=pl.col("cwnd").cast(pl.Float64),
+        inflight_segments=pl.col("inflight").cast(pl.UInt32),
+        srtt_ns="srtt_ns",
+        snd_queue_bytes=pl.col("queued_bytes").cast(pl.UInt64),
+        snd_buf_bytes=pl.col("snd_buf_bytes").cast(pl.UInt64),
+        rcv_ooo_bytes=pl.col("rcv_ooo_bytes").cast(pl.UInt64),
+        rcv_buf_bytes=pl.col("rcv_ooo_bytes").cast(pl.UInt64),  # the application reads in-order data at once
+    )
     df = df.with_columns(path=pl.col("subflow").replace_strict(dict(enumerate(names)), return_dtype=pl.String))
     return df.select([pl.col(c).cast(t) for c, t in SAMPLES.items()]).sort("t_ns", maintain_order=True)

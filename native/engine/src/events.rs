@@ -5,36 +5,31 @@
 //! `Timer` is the lazy timer of the Python engine: re-arming to a later deadline does not touch the
 //! heap; when the stale entry fires the timer sees the deadline moved and asks to be re-scheduled.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
-struct Entry<E> {
-    t_ns: i64,
-    seq: u64,
-    ev: E,
-}
+/// Bits of a heap key's second word that hold the event's slot; the scheduling counter sits above
+/// them, so comparing `(t_ns, seq << SLOT_BITS | slot)` orders by time, then by scheduling order.
+const SLOT_BITS: u32 = 24;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+/// A slot with this bit set names a lane (below it: the rest of the slot number), not a slab entry.
+const LANE_BIT: u64 = 1 << (SLOT_BITS - 1);
 
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, o: &Self) -> bool {
-        self.t_ns == o.t_ns && self.seq == o.seq
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl<E> Ord for Entry<E> {
-    // BinaryHeap is a max-heap: the earliest (t, seq) must compare greatest.
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.t_ns, o.seq).cmp(&(self.t_ns, self.seq))
-    }
-}
-
-/// A heap of `(t_ns, seq, event)`; `pop` advances `now` to the event's time.
+/// A heap of `(t_ns, seq)` keys over a slab of events; `pop_until` advances `now` to the event's
+/// time. The heap moves 16-byte keys only (the events, up to ~80 bytes with a packet, stay put in
+/// their slots): measured, this made the bench scenario's event loop 1.5x faster than a heap of
+/// whole entries.
+///
+/// Lanes: events a caller schedules in non-decreasing `(t_ns, seq)` order (a FIFO link's arrivals)
+/// can wait in their own queue (`at_lane`), with only the earliest of each lane in the heap. Every
+/// event keeps the `(t_ns, seq)` key it was scheduled with, so the order events run in is exactly
+/// that of one heap holding them all; the heap stays as small as the number of lanes and timers
+/// (instead of every packet in flight).
 pub struct EventList<E> {
-    heap: BinaryHeap<Entry<E>>,
+    heap: BinaryHeap<Reverse<(i64, u64)>>,
+    slots: Vec<Option<E>>,
+    free: Vec<u32>,
+    lanes: Vec<VecDeque<(i64, u64, E)>>,
     seq: u64,
     pub now: i64,
     pub n_events: u64,
@@ -42,7 +37,8 @@ pub struct EventList<E> {
 
 impl<E> Default for EventList<E> {
     fn default() -> Self {
-        Self { heap: BinaryHeap::new(), seq: 0, now: 0, n_events: 0 }
+        Self { heap: BinaryHeap::new(), slots: Vec::new(), free: Vec::new(), lanes: Vec::new(), seq: 0, now: 0,
+               n_events: 0 }
     }
 }
 
@@ -56,7 +52,39 @@ impl<E> EventList<E> {
     pub fn at(&mut self, t_ns: i64, ev: E) {
         self.seq += 1;
         let t = if t_ns > self.now { t_ns } else { self.now };
-        self.heap.push(Entry { t_ns: t, seq: self.seq, ev });
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                assert!((self.slots.len() as u64) < SLOT_MASK, "more than 2^24 events pending");
+                self.slots.push(Some(ev));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        // 2^40 schedulings before the counter would reach the slot bits: days of simulated 10 Gbit/s
+        self.heap.push(Reverse((t, self.seq << SLOT_BITS | slot as u64)));
+    }
+
+    /// Open `n` lanes (numbered from 0).
+    pub fn add_lanes(&mut self, n: usize) {
+        assert!(n as u64 <= LANE_BIT, "too many lanes");
+        self.lanes.resize_with(n, VecDeque::new);
+    }
+
+    /// Schedule `ev` at `t_ns` (never earlier than now) on `lane`: not before the lane's last event.
+    #[inline]
+    pub fn at_lane(&mut self, lane: usize, t_ns: i64, ev: E) {
+        self.seq += 1;
+        let t = if t_ns > self.now { t_ns } else { self.now };
+        let key = self.seq << SLOT_BITS | LANE_BIT | lane as u64;
+        let q = &mut self.lanes[lane];
+        debug_assert!(q.back().is_none_or(|b| b.0 <= t), "lane {lane} scheduled out of order");
+        if q.is_empty() {
+            self.heap.push(Reverse((t, key)));
+        }
+        q.push_back((t, key, ev));
     }
 
     /// The next event at or before `until_ns`, with `now` set to its time; None when there is none
@@ -64,17 +92,29 @@ impl<E> EventList<E> {
     #[inline]
     pub fn pop_until(&mut self, until_ns: i64) -> Option<E> {
         match self.heap.peek() {
-            Some(e) if e.t_ns <= until_ns => {}
+            Some(Reverse((t, _))) if *t <= until_ns => {}
             _ => return None,
         }
-        let e = self.heap.pop()?;
-        self.now = e.t_ns;
+        let Reverse((t, key)) = self.heap.pop()?;
+        self.now = t;
         self.n_events += 1;
-        Some(e.ev)
+        let slot = key & SLOT_MASK;
+        if slot & LANE_BIT != 0 {
+            let q = &mut self.lanes[(slot & !LANE_BIT) as usize];
+            let (_, _, ev) = q.pop_front().expect("a lane's head is in the heap");
+            if let Some(&(t2, k2, _)) = q.front() {
+                self.heap.push(Reverse((t2, k2)));
+            }
+            return Some(ev);
+        }
+        self.free.push(slot as u32);
+        self.slots[slot as usize].take()
     }
 
+    /// Events pending.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() - self.lanes.iter().filter(|q| !q.is_empty()).count()
+            + self.lanes.iter().map(VecDeque::len).sum::<usize>()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -163,6 +203,23 @@ mod tests {
         l.at(5, 'e'); // never earlier than now
         assert_eq!(l.pop_until(i64::MAX), Some('e'));
         assert_eq!(l.now, 20);
+    }
+
+    #[test]
+    fn lanes_keep_the_order_of_one_heap() {
+        // the same schedule with and without lanes pops the same sequence
+        let sched = [(5, 0), (3, 1), (5, 1), (5, 2), (9, 0), (7, 2), (7, 1), (8, 1), (20, 0), (10, 2)];
+        let mut plain = EventList::new();
+        let mut laned = EventList::new();
+        laned.add_lanes(3);
+        for (i, &(t, lane)) in sched.iter().enumerate() {
+            plain.at(t, i);
+            if lane == 0 { laned.at(t, i) } else { laned.at_lane(lane, t, i) }
+        }
+        let a: Vec<_> = std::iter::from_fn(|| plain.pop_until(i64::MAX)).collect();
+        let b: Vec<_> = std::iter::from_fn(|| laned.pop_until(i64::MAX)).collect();
+        assert_eq!(a, b);
+        assert_eq!(a, vec![1, 0, 2, 3, 5, 6, 7, 4, 9, 8]);
     }
 
     #[test]

@@ -4,13 +4,23 @@
 //! `tests/test_core_*.py`.
 
 pub mod cc;
+pub mod engine;
 pub mod events;
 pub mod link;
+pub mod mptcp;
 pub mod mt;
 pub mod receiver;
+pub mod record;
+pub mod sched;
 pub mod series;
+pub mod tcp;
+pub mod workload;
 
 #[cfg(feature = "python")]
 mod py;
 #[cfg(feature = "python")]
+mod py_arrow;
+#[cfg(feature = "python")]
 mod py_cc;
+#[cfg(feature = "python")]
+mod py_engine;

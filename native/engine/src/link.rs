@@ -161,7 +161,8 @@ impl Link {
         if p < 0.0 {
             p = self.loss_cur.at(&self.loss, finish);
         }
-        if p > 0.0 && self.rng.random() < p {
+        // a packet that capacity zero holds forever never leaves: it cannot be lost either (no draw)
+        if p > 0.0 && finish < INF && self.rng.random() < p {
             self.n_drop_loss += 1;
             return Fate::Lost { t_ns: finish };
         }

@@ -231,5 +231,6 @@ fn workbench_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyReceiverConfig>()?;
     m.add_function(wrap_pyfunction!(run_receiver, m)?)?;
     crate::py_cc::register(m)?;
+    crate::py_engine::register(m)?;
     Ok(())
 }

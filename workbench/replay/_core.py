@@ -1,0 +1,124 @@
+"""The edge of the compiled engine (issue 17, native/engine: `workbench_core.run_model`): resolves a
+run's Python objects into the plain values the Rust core takes (link timelines and each link's
+random stream, routes, connection settings, the handshake plan, the scheduler by registered name and
+parameters, the workload) and turns what it returns into a `ReplayResult`.
+
+A run goes to the compiled engine when its scheduler (every layer of it) and its workload have a
+compiled port (`compiled_spec`, `workload_spec`); anything else (a user's own scheduler class or
+workload) runs in the Python engine, which gives the same results for what both run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from workbench.replay.network import link_rng
+from workbench.replay.recorder import HandshakeRow
+from workbench.replay.workload import AppTrace, Bulk, Bursts, Finite, Workload
+from workbench.schedulers.base import Layer, Scheduler
+
+if TYPE_CHECKING:
+    from workbench.experiment._model import LinkSpec
+    from workbench.replay.mptcp import ConnectionConfig
+    from workbench.replay.network import Route
+
+__all__ = ["ColumnRecorder", "compiled_spec", "core", "run_compiled", "workload_spec"]
+
+SchedSpec = tuple[str, dict[str, Any], list[Any]]
+
+
+def core() -> Any:
+    """The compiled module, or None where it is not built."""
+    try:
+        import workbench_core
+    except ImportError:
+        return None
+    return workbench_core if hasattr(workbench_core, "run_model") else None
+
+
+def compiled_spec(sched: Scheduler) -> SchedSpec | None:
+    """``(name, params, [inner])`` of a registered built-in scheduler (or layer over one) the
+    compiled engine runs; None for anything else (a subclass, a user's own class)."""
+    from workbench.schedulers._registry import _REGISTRY
+    wb = core()
+    if wb is None:
+        return None
+    names = set(wb.compiled_schedulers())
+    if sched.name not in names or _REGISTRY.get(sched.name) is not type(sched):
+        return None
+    inner: list[Any] = []
+    if isinstance(sched, Layer):
+        spec = compiled_spec(sched.inner)
+        if spec is None:
+            return None
+        inner = [spec]
+    return (sched.name, dict(sched.param_values()), inner)
+
+
+def workload_spec(wl: Workload) -> tuple[str, int | None, int, int, int, list[tuple[int, int]]] | None:
+    """The workload as the compiled engine takes it, from its initial state; None for other classes."""
+    t = type(wl)
+    if t is Bulk:
+        assert isinstance(wl, Bulk)
+        return ("bulk", wl.stop_ns, 0, 0, 0, [])
+    if t is Finite:
+        assert isinstance(wl, Finite)
+        return ("finite", None, wl.size_bytes, 0, 0, [])
+    if t is Bursts:
+        assert isinstance(wl, Bursts)
+        return ("bursts", None, wl.segments, wl.idle_ns, wl.n_bursts, [])
+    if t is AppTrace:
+        assert isinstance(wl, AppTrace)
+        return ("apptrace", None, 0, 0, 0, list(wl.writes))
+    return None
+
+
+class ColumnRecorder:
+    """A compiled run's recorder: one dict of columns per row kind (Arrow-backed, see
+    native/engine/src/py_arrow.rs), the handshake rows and the scheduler's observations."""
+
+    __slots__ = ("ack", "drop", "handshake", "observations", "rcv", "samples", "snd")
+
+    def __init__(self, cols: dict[str, Any], handshake: list[HandshakeRow]) -> None:
+        self.snd: dict[str, Any] = cols["snd"]
+        self.rcv: dict[str, Any] = cols["rcv"]
+        self.drop: dict[str, Any] = cols["drop"]
+        self.ack: dict[str, Any] = cols["ack"]
+        self.samples: dict[str, Any] = cols["samples"]
+        self.observations: list[tuple[int, str, int, Any]] = list(cols["observations"])
+        self.handshake = handshake
+
+
+def _series_args(s: Any) -> tuple[list[int], list[float]]:
+    return [int(t) for t in s.t_ns], [float(v) for v in s.values]
+
+
+def run_compiled(links: Sequence[LinkSpec], routes: Sequence[Route], spec: SchedSpec, wl_spec: tuple[Any, ...],
+                 *, cfg: ConnectionConfig, seed: int, until_ns: int, record: bool,
+                 setup: list[tuple[str, int, int, int]], ts_ack_ns: list[int | None], drs_t_ns: int
+                 ) -> dict[str, Any]:
+    """Run one replay in the compiled engine; returns its counters (and "recorder" columns)."""
+    wb = core()
+    assert wb is not None
+    link_args = []
+    for s in links:
+        rt, rv = _series_args(s.rate_bps)
+        ot, ov = _series_args(s.owd_ns)
+        lt, lv = _series_args(s.loss)
+        state = link_rng(seed, s.name).getstate()[1]
+        link_args.append((s.name, rt, rv, ot, ov, lt, lv, s.buffer_size_bytes, list(state)))
+    conn = {
+        "mss_bytes": cfg.mss_bytes, "header_bytes": cfg.header_bytes, "ack_bytes": cfg.ack_bytes,
+        "send_buf_bytes": cfg.send_buf_bytes, "rcv_buf_bytes": cfg.rcv_buf_bytes, "init_cwnd": cfg.init_cwnd,
+        "rto_min_ns": cfg.rto_min_ns, "delayed_ack": cfg.delayed_ack, "delack_ns": cfg.delack_ns,
+        "quickack_on_meta_ooo": cfg.quickack_on_meta_ooo, "reinject_on_subflow_rto": cfg.reinject_on_subflow_rto,
+        "handshake": cfg.handshake, "sample_interval_ns": cfg.sample_interval_ns,
+        "rcv_wnd_init_bytes": cfg.rcv_wnd_init_bytes, "rcv_buf_init_bytes": cfg.rcv_buf_init_bytes,
+        "rcv_space_init_bytes": cfg.rcv_space_init_bytes, "tcp_mss_bytes": cfg.tcp_mss_bytes,
+    }
+    out: dict[str, Any] = wb.run_model(
+        links=link_args, routes=[(r.path, list(r.data), list(r.ack), r.backup) for r in routes], conn=conn,
+        cc_name=cfg.cc, hystart=cfg.hystart, scheduler=spec, workload_spec=wl_spec, setup=setup,
+        ts_ack_ns=ts_ack_ns, drs_t_ns=drs_t_ns, until_ns=until_ns, record=record)
+    return out
