@@ -1,5 +1,7 @@
 """Type stubs of the compiled engine core (native/engine/src/py.rs)."""
 
+from typing import Any
+
 class Link:
     """One link direction: rate queue, drop-tail buffer in bytes, random loss, delay pipe."""
 
@@ -44,3 +46,28 @@ class CcGroup:
     def ssthresh(self, idx: int) -> int: ...
     def on_rtt(self, idx: int, rtt_us: int, now_ns: int) -> None: ...
     def on_state(self, idx: int, state: int, now_ns: int) -> None: ...
+
+def run_model(*, links: list[tuple[Any, ...]], routes: list[tuple[str, list[str], list[str], bool]],
+              conn: dict[str, Any], cc_name: str, hystart: bool, scheduler: tuple[str, dict[str, Any], list[Any]],
+              workload_spec: tuple[str, int | None, int, int, int, list[tuple[int, int]]],
+              setup: list[tuple[str, int, int, int]], ts_ack_ns: list[int | None], drs_t_ns: int, until_ns: int,
+              record: bool) -> dict[str, Any]:
+    """One whole replay in the compiled engine (workbench/replay/_core.py prepares the arguments)."""
+
+def compiled_schedulers() -> list[str]:
+    """The registered scheduler names the compiled engine runs natively."""
+
+class ArrowColumn:
+    """One recorder column handed to polars through the Arrow PyCapsule stream protocol, without copying."""
+
+    name: str
+    n_chunks: int
+    nbytes: int
+    chunk_addresses: list[int]
+    vec_addresses: list[int]
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+    def __len__(self) -> int: ...
+
+def demo_recorder(n_rows: int, seed: int) -> dict[str, Any]: ...
+def demo_recorder_rows(n_rows: int, seed: int, kinds: list[str] | None = None) -> dict[str, Any]: ...
+def exported_column_bytes() -> int: ...

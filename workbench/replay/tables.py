@@ -38,19 +38,21 @@ def columns(rows: Sequence[tuple[Any, ...]], row_type: type[NamedTuple]) -> dict
     return dict(zip(fields, zip(*rows, strict=True), strict=True))
 
 
-# The recorder's row kinds as typed columns (both engines' recorders give these).
-_I64, _U32, _BOOL = pl.Int64, pl.UInt32, pl.Boolean
-_DATA = {"t_ns": _I64, "subflow": _U32, "seq": _I64, "payload_bytes": _U32, "dsn": _I64, "is_retrans": _BOOL,
+# The recorder's row kinds as typed columns (both engines' recorders give these; the compiled one's
+# buffers have exactly these types, see native/engine/src/record.rs): a subflow index in a byte,
+# payloads in two, windows, counts and buffer occupancies in four.
+_I64, _U32, _U16, _U8, _BOOL = pl.Int64, pl.UInt32, pl.UInt16, pl.UInt8, pl.Boolean
+_DATA = {"t_ns": _I64, "subflow": _U8, "seq": _I64, "payload_bytes": _U16, "dsn": _I64, "is_retrans": _BOOL,
          "is_reinject": _BOOL}
 RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
     "snd": _DATA,
     "rcv": {**_DATA, "owd_ns": _I64},
-    "drop": {"t_ns": _I64, "subflow": _U32, "is_data": _BOOL, "seq_or_ack": _I64, "payload_bytes": _U32,
-             "dsn": _I64, "is_retrans": _BOOL, "is_reinject": _BOOL, "reason": pl.UInt8},
-    "ack": {"t_ns": _I64, "subflow": _U32, "ack_seq": _I64, "data_ack": _I64, "rwnd_bytes": _I64,
+    "drop": {"t_ns": _I64, "subflow": _U8, "is_data": _BOOL, "seq_or_ack": _I64, "payload_bytes": _U16,
+             "dsn": _I64, "is_retrans": _BOOL, "is_reinject": _BOOL, "reason": _U8},
+    "ack": {"t_ns": _I64, "subflow": _U8, "ack_seq": _I64, "data_ack": _I64, "rwnd_bytes": _U32,
             "has_sack": _BOOL, "owd_ns": _I64},
-    "samples": {"t_ns": _I64, "is_periodic": _BOOL, "subflow": _U32, "cwnd": _I64, "inflight": _I64,
-                "srtt_ns": _I64, "queued_bytes": _I64, "snd_buf_bytes": _I64, "rcv_ooo_bytes": _I64},
+    "samples": {"t_ns": _I64, "is_periodic": _BOOL, "subflow": _U8, "cwnd": _U32, "inflight": _U32,
+                "srtt_ns": _I64, "queued_bytes": _U32, "snd_buf_bytes": _U32, "rcv_ooo_bytes": _U32},
 }
 _ROW_TYPES: dict[str, type[NamedTuple]] = {"snd": SndRow, "rcv": RcvRow, "drop": DropRow, "ack": AckRow,
                                            "samples": SampleRow}
@@ -93,7 +95,8 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
         return df.with_columns(
             dsn=pl.col("dsn").cast(pl.UInt64),
             point=pl.lit(point), dir=pl.lit(data_dir), ack=pl.lit(1, pl.UInt32),
-            flags=pl.lit(_ACK | _PSH, pl.UInt16), frame_bytes=(pl.col("payload_bytes") + hdr).cast(pl.UInt32),
+            flags=pl.lit(_ACK | _PSH, pl.UInt16),
+            frame_bytes=(pl.col("payload_bytes").cast(pl.UInt32) + hdr).cast(pl.UInt32),
             rwnd_bytes=pl.lit(srv_win, pl.UInt64), data_ack=pl.lit(0, pl.UInt64),
         )
 

@@ -187,7 +187,7 @@ impl Conn {
         let (mut lo, mut hi) = (head + n, head + n + ahead.len() as i64);
         while lo < hi {
             let mid = (lo + hi).div_euclid(2);
-            if mid - head + 1 - ahead.partition_point(|&x| x <= mid) as i64 >= n + 1 {
+            if mid - head + 1 - ahead.partition_point(|&x| x <= mid) as i64 > n {
                 hi = mid;
             } else {
                 lo = mid + 1;

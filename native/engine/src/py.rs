@@ -232,5 +232,6 @@ fn workbench_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_receiver, m)?)?;
     crate::py_cc::register(m)?;
     crate::py_engine::register(m)?;
+    crate::py_arrow::register(m)?;
     Ok(())
 }

@@ -80,7 +80,10 @@ fn build_links(links: Vec<LinkSpec>, routes: &[RouteSpec]) -> PyResult<(Vec<NetL
     Ok((net, first_data, first_ack))
 }
 
-fn workload(spec: (String, Option<i64>, i64, i64, i64, Vec<(i64, i64)>)) -> PyResult<Workload> {
+/// A workload: (kind, stop_ns, size or segments, idle_ns, n_bursts, writes).
+type WorkloadSpec = (String, Option<i64>, i64, i64, i64, Vec<(i64, i64)>);
+
+fn workload(spec: WorkloadSpec) -> PyResult<Workload> {
     let (kind, a, b, c, d, writes) = spec;
     Ok(match kind.as_str() {
         "bulk" => Workload::Bulk { stop_ns: a, finished: false },
@@ -101,7 +104,7 @@ fn workload(spec: (String, Option<i64>, i64, i64, i64, Vec<(i64, i64)>)) -> PyRe
 #[allow(clippy::too_many_arguments)]
 fn run_model<'py>(py: Python<'py>, links: Vec<LinkSpec>, routes: Vec<RouteSpec>, conn: &Bound<'py, PyDict>,
                   cc_name: &str, hystart: bool, scheduler: sched::Spec,
-                  workload_spec: (String, Option<i64>, i64, i64, i64, Vec<(i64, i64)>),
+                  workload_spec: WorkloadSpec,
                   setup: Vec<(String, i64, usize, i64)>, ts_ack_ns: Vec<Option<i64>>, drs_t_ns: i64, until_ns: i64,
                   record: bool) -> PyResult<Bound<'py, PyDict>> {
     let n_sf = routes.len();
@@ -115,6 +118,13 @@ fn run_model<'py>(py: Python<'py>, links: Vec<LinkSpec>, routes: Vec<RouteSpec>,
         ack_bytes: get(conn, "ack_bytes")?,
         sample_interval_ns: get(conn, "sample_interval_ns")?,
     };
+    // the recorder keeps payloads in 2 bytes and windows and buffer occupancies in 4
+    let rcv_buf: i64 = get(conn, "rcv_buf_bytes")?;
+    let snd_buf: Option<i64> = get(conn, "send_buf_bytes")?;
+    if cfg.mss_bytes >= 1 << 16 || rcv_buf >= 1 << 32 || snd_buf.is_some_and(|b| b >= 1 << 30) {
+        return Err(PyValueError::new_err(
+            "the compiled engine takes an MSS below 64 KiB, a receive buffer below 4 GiB and a send buffer below 1 GiB"));
+    }
     let sched = sched::build_spec(&scheduler).map_err(PyValueError::new_err)?;
     let fl = sched.flavour();
     let reinject_on_rto: Option<bool> = get(conn, "reinject_on_subflow_rto")?;
@@ -234,7 +244,8 @@ fn result<'py>(py: Python<'py>, mut e: Engine, wall_s: f64) -> PyResult<Bound<'p
         sfs.set_item(s.index, x)?;
     }
     d.set_item("subflows", sfs)?;
-    if let Some(rec) = e.rec.take() {
+    if let Some(mut rec) = e.rec.take() {
+        rec.shrink();
         d.set_item("recorder_bytes", rec.allocated_bytes())?;
         d.set_item("recorder_rows", rec.rows())?;
         d.set_item("recorder", crate::py_arrow::recorder_to_python(py, *rec)?)?;

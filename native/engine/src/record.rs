@@ -2,20 +2,79 @@
 //! `workbench.replay.recorder` (SndRow, RcvRow, DropRow, AckRow, SampleRow), appended on the hot path
 //! and handed to polars after the run (`py_arrow`), column by column, without copying.
 //!
-//! A row costs what its fields cost (no per-row object): 34 B for a sent segment, 42 B for a received
-//! one, 45 B for an ACK and 57 B for a state sample, against ~200 B for a Python NamedTuple row.
-//! Booleans are one byte each here; the export packs them into Arrow's bitmaps (1/64 of the column).
+//! A row costs what its fields cost (no per-row object): 29 B for a sent segment, 37 B for a received
+//! one, 38 B for an ACK and 38 B for a state sample, against ~200 B for a Python NamedTuple row: a
+//! subflow index is a byte (at most 64 subflows), a payload 2 bytes, windows, counts and buffer
+//! occupancies 4. Booleans are one byte each here; the export packs them into Arrow's bitmaps.
+//!
+//! Each column is a list of fixed-size chunks (`Col`), never one growing vector: a vector that
+//! doubles holds up to twice what it needs while it grows (a one-hour run's gigabytes), and copies
+//! everything each time. A chunk is allocated whole and never moves; the last one is shrunk to what it
+//! holds when the run ends, so the buffers hold what the rows need (plus the chunk lists).
+
+/// Rows per chunk.
+const CHUNK_ROWS: usize = 1 << 18;
+
+/// One column: fixed-size chunks of values.
+pub struct Col<T> {
+    pub chunks: Vec<Vec<T>>,
+}
+
+impl<T> Default for Col<T> {
+    fn default() -> Self {
+        Self { chunks: Vec::new() }
+    }
+}
+
+impl<T> Col<T> {
+    #[inline]
+    pub fn push(&mut self, v: T) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK_ROWS => c.push(v),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK_ROWS);
+                c.push(v);
+                self.chunks.push(c);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chunks.iter().all(Vec::is_empty)
+    }
+
+    /// Bytes allocated for the values.
+    pub fn allocated_bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.capacity() * std::mem::size_of::<T>()).sum()
+    }
+
+    /// Give back the unused end of the last chunk (at the end of the run).
+    pub fn shrink(&mut self) {
+        if let Some(c) = self.chunks.last_mut() {
+            c.shrink_to_fit();
+        }
+    }
+
+    /// All values in order (tests, small exports).
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.chunks.iter().flatten()
+    }
+}
 
 /// A data segment leaving its subflow sender (`SndRow`).
 #[derive(Default)]
 pub struct SndCols {
-    pub t_ns: Vec<i64>,
-    pub subflow: Vec<u32>,
-    pub seq: Vec<i64>,
-    pub payload_bytes: Vec<u32>,
-    pub dsn: Vec<i64>,
-    pub is_retrans: Vec<bool>,
-    pub is_reinject: Vec<bool>,
+    pub t_ns: Col<i64>,
+    pub subflow: Col<u8>,
+    pub seq: Col<i64>,
+    pub payload_bytes: Col<u16>,
+    pub dsn: Col<i64>,
+    pub is_retrans: Col<bool>,
+    pub is_reinject: Col<bool>,
 }
 
 impl SndCols {
@@ -24,9 +83,9 @@ impl SndCols {
     pub fn push(&mut self, t_ns: i64, subflow: u32, seq: i64, payload_bytes: u32, dsn: i64, is_retrans: bool,
                 is_reinject: bool) {
         self.t_ns.push(t_ns);
-        self.subflow.push(subflow);
+        self.subflow.push(subflow as u8);
         self.seq.push(seq);
-        self.payload_bytes.push(payload_bytes);
+        self.payload_bytes.push(payload_bytes as u16);
         self.dsn.push(dsn);
         self.is_retrans.push(is_retrans);
         self.is_reinject.push(is_reinject);
@@ -45,21 +104,21 @@ impl SndCols {
 #[derive(Default)]
 pub struct RcvCols {
     pub snd: SndCols,
-    pub owd_ns: Vec<i64>,
+    pub owd_ns: Col<i64>,
 }
 
 /// A packet lost in the network (`DropRow`; `dsn` is meaningless on ACK rows, where `is_data` is false).
 #[derive(Default)]
 pub struct DropCols {
-    pub t_ns: Vec<i64>,
-    pub subflow: Vec<u32>,
-    pub is_data: Vec<bool>,
-    pub seq_or_ack: Vec<i64>,
-    pub payload_bytes: Vec<u32>,
-    pub dsn: Vec<i64>,
-    pub is_retrans: Vec<bool>,
-    pub is_reinject: Vec<bool>,
-    pub reason: Vec<u8>,
+    pub t_ns: Col<i64>,
+    pub subflow: Col<u8>,
+    pub is_data: Col<bool>,
+    pub seq_or_ack: Col<i64>,
+    pub payload_bytes: Col<u16>,
+    pub dsn: Col<i64>,
+    pub is_retrans: Col<bool>,
+    pub is_reinject: Col<bool>,
+    pub reason: Col<u8>,
 }
 
 impl DropCols {
@@ -67,10 +126,10 @@ impl DropCols {
     pub fn push(&mut self, t_ns: i64, subflow: u32, is_data: bool, seq_or_ack: i64, payload_bytes: u32, dsn: i64,
                 is_retrans: bool, is_reinject: bool, reason: u8) {
         self.t_ns.push(t_ns);
-        self.subflow.push(subflow);
+        self.subflow.push(subflow as u8);
         self.is_data.push(is_data);
         self.seq_or_ack.push(seq_or_ack);
-        self.payload_bytes.push(payload_bytes);
+        self.payload_bytes.push(payload_bytes as u16);
         self.dsn.push(dsn);
         self.is_retrans.push(is_retrans);
         self.is_reinject.push(is_reinject);
@@ -81,13 +140,13 @@ impl DropCols {
 /// An ACK reaching the subflow sender (`AckRow`).
 #[derive(Default)]
 pub struct AckCols {
-    pub t_ns: Vec<i64>,
-    pub subflow: Vec<u32>,
-    pub ack_seq: Vec<i64>,
-    pub data_ack: Vec<i64>,
-    pub rwnd_bytes: Vec<i64>,
-    pub has_sack: Vec<bool>,
-    pub owd_ns: Vec<i64>,
+    pub t_ns: Col<i64>,
+    pub subflow: Col<u8>,
+    pub ack_seq: Col<i64>,
+    pub data_ack: Col<i64>,
+    pub rwnd_bytes: Col<u32>,
+    pub has_sack: Col<bool>,
+    pub owd_ns: Col<i64>,
 }
 
 impl AckCols {
@@ -96,10 +155,10 @@ impl AckCols {
     pub fn push(&mut self, t_ns: i64, subflow: u32, ack_seq: i64, data_ack: i64, rwnd_bytes: i64, has_sack: bool,
                 owd_ns: i64) {
         self.t_ns.push(t_ns);
-        self.subflow.push(subflow);
+        self.subflow.push(subflow as u8);
         self.ack_seq.push(ack_seq);
         self.data_ack.push(data_ack);
-        self.rwnd_bytes.push(rwnd_bytes);
+        self.rwnd_bytes.push(rwnd_bytes as u32);
         self.has_sack.push(has_sack);
         self.owd_ns.push(owd_ns);
     }
@@ -108,15 +167,15 @@ impl AckCols {
 /// Subflow and connection state at an ACK or on the sampling clock (`SampleRow`).
 #[derive(Default)]
 pub struct SampleCols {
-    pub t_ns: Vec<i64>,
-    pub is_periodic: Vec<bool>,
-    pub subflow: Vec<u32>,
-    pub cwnd: Vec<i64>,
-    pub inflight: Vec<i64>,
-    pub srtt_ns: Vec<i64>,
-    pub queued_bytes: Vec<i64>,
-    pub snd_buf_bytes: Vec<i64>,
-    pub rcv_ooo_bytes: Vec<i64>,
+    pub t_ns: Col<i64>,
+    pub is_periodic: Col<bool>,
+    pub subflow: Col<u8>,
+    pub cwnd: Col<u32>,
+    pub inflight: Col<u32>,
+    pub srtt_ns: Col<i64>,
+    pub queued_bytes: Col<u32>,
+    pub snd_buf_bytes: Col<u32>,
+    pub rcv_ooo_bytes: Col<u32>,
 }
 
 impl SampleCols {
@@ -126,13 +185,13 @@ impl SampleCols {
                 queued_bytes: i64, snd_buf_bytes: i64, rcv_ooo_bytes: i64) {
         self.t_ns.push(t_ns);
         self.is_periodic.push(is_periodic);
-        self.subflow.push(subflow);
-        self.cwnd.push(cwnd);
-        self.inflight.push(inflight);
+        self.subflow.push(subflow as u8);
+        self.cwnd.push(cwnd as u32);
+        self.inflight.push(inflight as u32);
         self.srtt_ns.push(srtt_ns);
-        self.queued_bytes.push(queued_bytes);
-        self.snd_buf_bytes.push(snd_buf_bytes);
-        self.rcv_ooo_bytes.push(rcv_ooo_bytes);
+        self.queued_bytes.push(queued_bytes as u32);
+        self.snd_buf_bytes.push(snd_buf_bytes as u32);
+        self.rcv_ooo_bytes.push(rcv_ooo_bytes as u32);
     }
 }
 
@@ -155,31 +214,128 @@ pub struct Recorder {
     pub observations: Vec<(i64, &'static str, u32, ObsValue)>,
 }
 
+/// Apply `$f` to every column of the recorder (`$r`), each as a `&Col<_>` or `&mut Col<_>`.
+macro_rules! each_col {
+    ($r:expr, $f:expr) => {{
+        let r = $r;
+        let s = &r.snd;
+        ($f)(&s.t_ns);
+        ($f)(&s.subflow);
+        ($f)(&s.seq);
+        ($f)(&s.payload_bytes);
+        ($f)(&s.dsn);
+        ($f)(&s.is_retrans);
+        ($f)(&s.is_reinject);
+        let c = &r.rcv.snd;
+        ($f)(&c.t_ns);
+        ($f)(&c.subflow);
+        ($f)(&c.seq);
+        ($f)(&c.payload_bytes);
+        ($f)(&c.dsn);
+        ($f)(&c.is_retrans);
+        ($f)(&c.is_reinject);
+        ($f)(&r.rcv.owd_ns);
+        let d = &r.drop;
+        ($f)(&d.t_ns);
+        ($f)(&d.subflow);
+        ($f)(&d.is_data);
+        ($f)(&d.seq_or_ack);
+        ($f)(&d.payload_bytes);
+        ($f)(&d.dsn);
+        ($f)(&d.is_retrans);
+        ($f)(&d.is_reinject);
+        ($f)(&d.reason);
+        let a = &r.ack;
+        ($f)(&a.t_ns);
+        ($f)(&a.subflow);
+        ($f)(&a.ack_seq);
+        ($f)(&a.data_ack);
+        ($f)(&a.rwnd_bytes);
+        ($f)(&a.has_sack);
+        ($f)(&a.owd_ns);
+        let m = &r.samples;
+        ($f)(&m.t_ns);
+        ($f)(&m.is_periodic);
+        ($f)(&m.subflow);
+        ($f)(&m.cwnd);
+        ($f)(&m.inflight);
+        ($f)(&m.srtt_ns);
+        ($f)(&m.queued_bytes);
+        ($f)(&m.snd_buf_bytes);
+        ($f)(&m.rcv_ooo_bytes);
+    }};
+}
+
+/// Something every column can report, whatever its value type.
+trait AnyCol {
+    fn bytes(&self) -> usize;
+}
+
+impl<T> AnyCol for Col<T> {
+    fn bytes(&self) -> usize {
+        self.allocated_bytes()
+    }
+}
+
 impl Recorder {
     /// Bytes held by the column buffers (their capacity: what the run really allocated).
     pub fn allocated_bytes(&self) -> usize {
-        fn cap<T>(v: &Vec<T>) -> usize {
-            v.capacity() * std::mem::size_of::<T>()
-        }
-        let s = &self.snd;
-        let r = &self.rcv;
-        let d = &self.drop;
-        let a = &self.ack;
-        let m = &self.samples;
-        cap(&s.t_ns) + cap(&s.subflow) + cap(&s.seq) + cap(&s.payload_bytes) + cap(&s.dsn) + cap(&s.is_retrans)
-            + cap(&s.is_reinject)
-            + cap(&r.snd.t_ns) + cap(&r.snd.subflow) + cap(&r.snd.seq) + cap(&r.snd.payload_bytes) + cap(&r.snd.dsn)
-            + cap(&r.snd.is_retrans) + cap(&r.snd.is_reinject) + cap(&r.owd_ns)
-            + cap(&d.t_ns) + cap(&d.subflow) + cap(&d.is_data) + cap(&d.seq_or_ack) + cap(&d.payload_bytes)
-            + cap(&d.dsn) + cap(&d.is_retrans) + cap(&d.is_reinject) + cap(&d.reason)
-            + cap(&a.t_ns) + cap(&a.subflow) + cap(&a.ack_seq) + cap(&a.data_ack) + cap(&a.rwnd_bytes)
-            + cap(&a.has_sack) + cap(&a.owd_ns)
-            + cap(&m.t_ns) + cap(&m.is_periodic) + cap(&m.subflow) + cap(&m.cwnd) + cap(&m.inflight)
-            + cap(&m.srtt_ns) + cap(&m.queued_bytes) + cap(&m.snd_buf_bytes) + cap(&m.rcv_ooo_bytes)
+        let mut total = 0;
+        each_col!(self, |c: &dyn AnyCol| total += c.bytes());
+        total
     }
 
     /// Rows recorded, all kinds.
     pub fn rows(&self) -> usize {
         self.snd.len() + self.rcv.snd.len() + self.drop.t_ns.len() + self.ack.t_ns.len() + self.samples.t_ns.len()
+    }
+
+    /// Give back what the last chunks do not use (the run has ended).
+    pub fn shrink(&mut self) {
+        let s = &mut self.snd;
+        s.t_ns.shrink();
+        s.subflow.shrink();
+        s.seq.shrink();
+        s.payload_bytes.shrink();
+        s.dsn.shrink();
+        s.is_retrans.shrink();
+        s.is_reinject.shrink();
+        let c = &mut self.rcv.snd;
+        c.t_ns.shrink();
+        c.subflow.shrink();
+        c.seq.shrink();
+        c.payload_bytes.shrink();
+        c.dsn.shrink();
+        c.is_retrans.shrink();
+        c.is_reinject.shrink();
+        self.rcv.owd_ns.shrink();
+        let d = &mut self.drop;
+        d.t_ns.shrink();
+        d.subflow.shrink();
+        d.is_data.shrink();
+        d.seq_or_ack.shrink();
+        d.payload_bytes.shrink();
+        d.dsn.shrink();
+        d.is_retrans.shrink();
+        d.is_reinject.shrink();
+        d.reason.shrink();
+        let a = &mut self.ack;
+        a.t_ns.shrink();
+        a.subflow.shrink();
+        a.ack_seq.shrink();
+        a.data_ack.shrink();
+        a.rwnd_bytes.shrink();
+        a.has_sack.shrink();
+        a.owd_ns.shrink();
+        let m = &mut self.samples;
+        m.t_ns.shrink();
+        m.is_periodic.shrink();
+        m.subflow.shrink();
+        m.cwnd.shrink();
+        m.inflight.shrink();
+        m.srtt_ns.shrink();
+        m.queued_bytes.shrink();
+        m.snd_buf_bytes.shrink();
+        m.rcv_ooo_bytes.shrink();
     }
 }

@@ -161,6 +161,7 @@ pub struct Sender {
 }
 
 impl Sender {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(index: usize, name: String, data_link: u32, mss: i64, hdr_bytes: i64, init_cwnd: i64,
                rto_min_ns: i64, backup: bool) -> Self {
         Self {

@@ -11,6 +11,11 @@ use super::{get_available_subflow, lowest_rtt_available, temp_unavailable, Decis
 use crate::engine::Engine;
 use crate::tcp::CA_OPEN;
 
+/// `wait(e, subflows, k, seg)`: whether to leave segment `seg` unsent rather than put it on subflow `k`.
+pub type WaitTest<'a> = dyn FnMut(&mut Engine, &[usize], usize, i64) -> bool + 'a;
+/// `count(e, subflows, k)`: how many new segments to give subflow `k`.
+pub type CountFor<'a> = dyn FnMut(&Engine, &[usize], usize) -> i64 + 'a;
+
 pub struct MinRtt {
     pub opportunistic: bool,
     pub penalize_all: bool,
@@ -33,8 +38,8 @@ impl MinRtt {
     /// segment `seg` unsent rather than put it on subflow `k` now; `count(e, subflows, k)` how many
     /// new segments to give `k`.
     pub fn select_with_wait(&mut self, e: &mut Engine, subflows: &[usize],
-                            wait: &mut dyn FnMut(&mut Engine, &[usize], usize, i64) -> bool,
-                            count: &mut dyn FnMut(&Engine, &[usize], usize) -> i64) -> Option<Decision> {
+                            wait: &mut WaitTest,
+                            count: &mut CountFor) -> Option<Decision> {
         let rh = e.conn.reinject_head;
         if rh >= 0 {
             return self.reinject(e, subflows, rh, wait);
@@ -55,7 +60,7 @@ impl MinRtt {
 
     /// The reinjection queue's head goes first, to a subflow that has not carried it.
     pub fn reinject(&mut self, e: &mut Engine, subflows: &[usize], rh: i64,
-                    wait: &mut dyn FnMut(&mut Engine, &[usize], usize, i64) -> bool) -> Option<Decision> {
+                    wait: &mut WaitTest) -> Option<Decision> {
         let mask = e.conn.seg_path_mask(rh);
         let k = get_available_subflow(e, subflows, mask, true)?;
         if wait(e, subflows, k, rh) {
