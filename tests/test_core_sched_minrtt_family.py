@@ -24,9 +24,7 @@ from workbench.schedulers import get
 
 MS = 1_000_000
 
-# BLEST's port (sched/blest.rs) is not listed as compiled yet: its "paper" variant differs from the
-# Python run (found here); until it is fixed BLEST runs in the Python engine and is not tested here.
-PORTS = ("ecf", "redundant", "roundrobin")
+PORTS = ("ecf", "blest", "redundant", "roundrobin")
 
 # Non-default values of every parameter (and every `variant` choice), each case named.
 VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
@@ -48,7 +46,7 @@ VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
         "kernel_inverted_bounds_noor": {"lambda_min": 1.9, "lambda_max": 0.6, "opportunistic": False},
         "paper_fast_moving": {"variant": "paper", "lambda_init": 2.0, "lambda_max": 3.0, "lambda_bad": 0.5,
                               "lambda_good": 0.0},
-    },  # kept for when BLEST's port is listed again
+    },
     "redundant": {"default": {}},
     "roundrobin": {
         "default": {},
@@ -103,7 +101,8 @@ BLEST_PATHS = _heterogeneous((20e6, 10), (2e6, 80), 128_000, 1_500_000)
 
 
 @pytest.mark.parametrize(("name", "variant", "sc"), [("ecf", "default", ECF_PATHS), ("ecf", "paper", ECF_PATHS),
-                                                     ])
+                                                     ("blest", "default", BLEST_PATHS),
+                                                     ("blest", "paper", BLEST_PATHS)])
 def test_wait_tests_act_on_heterogeneous_paths(name: str, variant: str, sc: Scenario) -> None:
     """The wait test declines the slow path at times: fewer segments go there than under minRTT, and the
     compiled engine gives the Python run."""

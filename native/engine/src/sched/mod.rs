@@ -38,10 +38,7 @@ pub enum ParamValue {
 }
 
 /// The built-in schedulers the compiled engine runs (`workbench.schedulers` names).
-/// BLEST's port is built but not listed: its "paper" variant does not yet give the Python run (a
-/// difference in the wait test found by tests/test_core_sched_minrtt_family.py), so BLEST runs in the
-/// Python engine until it does.
-pub const NAMES: &[&str] = &["minrtt", "minrtt_noor", "ecf", "redundant", "roundrobin", "drepas", "rbp"];
+pub const NAMES: &[&str] = &["minrtt", "minrtt_noor", "ecf", "blest", "redundant", "roundrobin", "drepas", "rbp"];
 
 /// A parameter of a scheduler: its value, or the default when not given.
 pub fn param_bool(params: &std::collections::HashMap<String, ParamValue>, name: &str, default: bool)
