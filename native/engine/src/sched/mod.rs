@@ -14,18 +14,24 @@ use crate::mptcp::Conn;
 use crate::tcp::{Sender, CA_LOSS};
 
 mod blest;
+mod daps;
 mod drepas;
 mod ecf;
 mod minrtt;
+mod otias;
 mod rbp;
 mod redundant;
 mod roundrobin;
+mod sttf;
 
 pub use blest::Blest;
+pub use daps::Daps;
 pub use ecf::Ecf;
 pub use minrtt::MinRtt;
+pub use otias::Otias;
 pub use redundant::Redundant;
 pub use roundrobin::RoundRobin;
+pub use sttf::Sttf;
 
 /// A scheduler parameter's value as `ParamSpec.check` left it.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,7 +44,8 @@ pub enum ParamValue {
 }
 
 /// The built-in schedulers the compiled engine runs (`workbench.schedulers` names).
-pub const NAMES: &[&str] = &["minrtt", "minrtt_noor", "ecf", "blest", "redundant", "roundrobin", "drepas", "rbp"];
+pub const NAMES: &[&str] =
+    &["minrtt", "minrtt_noor", "ecf", "blest", "redundant", "roundrobin", "drepas", "rbp", "daps", "otias", "sttf"];
 
 /// A parameter of a scheduler: its value, or the default when not given.
 pub fn param_bool(params: &std::collections::HashMap<String, ParamValue>, name: &str, default: bool)
@@ -107,6 +114,9 @@ pub fn build_spec(spec: &Spec) -> Result<Box<dyn Scheduler>, String> {
         "roundrobin" => Box::new(RoundRobin::from_params(p)?),
         "drepas" => drepas::build(spec)?,
         "rbp" => rbp::build(spec)?,
+        "daps" => Box::new(Daps::from_params(p)?),
+        "otias" => Box::new(Otias::from_params(p)?),
+        "sttf" => Box::new(Sttf::from_params(p)?),
         other => return Err(format!("scheduler {other:?} has no compiled port")),
     })
 }
