@@ -232,12 +232,13 @@ class STMSAdjust(_STMS):
                     hit = {self._slow_sent[s] for s in range(first + 1, last) if s in self._slow_sent}
                     for j in hit or self._gap:
                         self._add(j, -data_acked)
-            # forget marks below the new left edge
+            # forget marks below the new left edge (`on_applied` may have dropped a mark already:
+            # a layer such as RBP can refuse the slow decision, and the key stays in _slow_keys)
             keys = self._slow_keys
             if keys and conn.seg_dsn(keys[0]) < una:
                 k = bisect.bisect_left(keys, conn.seg_at_dsn(una))
                 for seg in keys[:k]:
-                    del self._slow_sent[seg]
+                    self._slow_sent.pop(seg, None)
                 del keys[:k]
         if self._next_adjust_ns < 0:
             if self._gap:  # the first interval starts when a slow subflow first used the gap

@@ -22,7 +22,9 @@ mod otias;
 mod rbp;
 mod redundant;
 mod roundrobin;
+mod stms;
 mod sttf;
+mod upstream;
 
 pub use blest::Blest;
 pub use daps::Daps;
@@ -31,7 +33,9 @@ pub use minrtt::MinRtt;
 pub use otias::Otias;
 pub use redundant::Redundant;
 pub use roundrobin::RoundRobin;
+pub use stms::Stms;
 pub use sttf::Sttf;
+pub use upstream::Upstream;
 
 /// A scheduler parameter's value as `ParamSpec.check` left it.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,7 +49,8 @@ pub enum ParamValue {
 
 /// The built-in schedulers the compiled engine runs (`workbench.schedulers` names).
 pub const NAMES: &[&str] =
-    &["minrtt", "minrtt_noor", "ecf", "blest", "redundant", "roundrobin", "drepas", "rbp", "daps", "otias", "sttf"];
+    &["minrtt", "minrtt_noor", "ecf", "blest", "redundant", "roundrobin", "drepas", "rbp", "daps", "otias", "sttf",
+      "stms_a", "stms_c", "upstream"];
 
 /// A parameter of a scheduler: its value, or the default when not given.
 pub fn param_bool(params: &std::collections::HashMap<String, ParamValue>, name: &str, default: bool)
@@ -117,6 +122,9 @@ pub fn build_spec(spec: &Spec) -> Result<Box<dyn Scheduler>, String> {
         "daps" => Box::new(Daps::from_params(p)?),
         "otias" => Box::new(Otias::from_params(p)?),
         "sttf" => Box::new(Sttf::from_params(p)?),
+        "stms_c" => Box::new(Stms::calc_from_params(p)?),
+        "stms_a" => Box::new(Stms::adjust_from_params(p)?),
+        "upstream" => Box::new(Upstream::from_params(p)?),
         other => return Err(format!("scheduler {other:?} has no compiled port")),
     })
 }
