@@ -162,6 +162,9 @@ def run_both(sched: Scheduler, sc: Scenario) -> tuple[Any, Any]:
 def assert_same_run(sched: Scheduler, sc: Scenario) -> None:
     """Both engines give the same run: summary, tables and observations."""
     py, rs = run_both(sched, sc)
+    # engine="compiled" runs a scheduler without a compiled port through the plug-in bridge: a port
+    # that is not wired in (sched/mod.rs NAMES, build_spec) must not pass as one
+    assert rs.engine_stats.get("scheduler", "compiled") == "compiled", f"{sched!r} ran through the plug-in bridge"
     a = {k: v for k, v in py.summary.items() if k != "wall_s"}
     b = {k: v for k, v in rs.summary.items() if k != "wall_s"}
     assert a == b, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}

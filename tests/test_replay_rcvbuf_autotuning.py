@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench.replay import Bulk, ConnectionConfig, PathConfig, run_replay
+from workbench.replay.tables import record_frame
 from workbench.replay.tcp import rcvbuf_grow_window
 from workbench.schedulers import get
 
@@ -42,7 +43,8 @@ def _windows(rate_mbps: float, owd_ms: int, *, autotuned: bool, rcv_buf_bytes: i
     r = run_replay(paths, get("upstream"), workload=Bulk(), conn=_conn(autotuned=autotuned, rcv_buf_bytes=rcv_buf_bytes),
                    duration_ns=int(seconds * 1e9))
     assert r.recorder is not None
-    return [(a.t_ns, a.rwnd_bytes) for a in r.recorder.ack]
+    acks = record_frame(r.recorder, "ack")  # either engine's recorder
+    return list(zip(acks["t_ns"].to_list(), acks["rwnd_bytes"].to_list(), strict=True))
 
 
 def test_the_window_starts_at_what_tcp_rmem1_allows_and_grows_to_tcp_rmem2() -> None:

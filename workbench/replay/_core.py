@@ -1,11 +1,15 @@
 """The edge of the compiled engine (issue 17, native/engine: `workbench_core.run_model`): resolves a
 run's Python objects into the plain values the Rust core takes (link timelines and each link's
-random stream, routes, connection settings, the handshake plan, the scheduler by registered name and
-parameters, the workload) and turns what it returns into a `ReplayResult`.
+random stream, routes, connection settings, the handshake plan, the scheduler, the workload) and turns
+what it returns into a `ReplayResult`.
 
-A run goes to the compiled engine when its scheduler (every layer of it) and its workload have a
-compiled port (`compiled_spec`, `workload_spec`); anything else (a user's own scheduler class or
-workload) runs in the Python engine, which gives the same results for what both run.
+The scheduler goes to Rust by registered name and parameters when it (every layer of it) has a
+compiled port (`compiled_spec`); any other `Scheduler` (a user's own class, a subclass, a built-in
+not ported yet, a layer over one) is handed over as the Python object and runs inside the compiled
+engine through its plug-in bridge (native/engine/src/py_sched.rs: the scheduler is called with the
+GIL at every decision and shown live views of the engine; `scheduler_arg`). A run goes to the
+compiled engine when its workload has a compiled port too (`workload_spec`); a user's own workload
+runs in the Python engine. Both engines give the same results for what both run.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ if TYPE_CHECKING:
     from workbench.replay.mptcp import ConnectionConfig
     from workbench.replay.network import Route
 
-__all__ = ["ColumnRecorder", "compiled_spec", "core", "run_compiled", "workload_spec"]
+__all__ = ["ColumnRecorder", "compiled_spec", "core", "run_compiled", "scheduler_arg", "workload_spec"]
 
 SchedSpec = tuple[str, dict[str, Any], list[Any]]
 
@@ -54,6 +58,20 @@ def compiled_spec(sched: Scheduler) -> SchedSpec | None:
             return None
         inner = [spec]
     return (sched.name, dict(sched.param_values()), inner)
+
+
+def scheduler_arg(sched: Scheduler, *, bridge: bool = False) -> SchedSpec | Scheduler | None:
+    """What `workbench_core.run_model` takes as ``scheduler``: the `compiled_spec` of a scheduler with a
+    compiled port, else (or with ``bridge=True``, for tests and benchmarks) the object itself, run
+    through the plug-in bridge; None where the compiled module is not built (or predates the bridge)."""
+    wb = core()
+    if wb is None:
+        return None
+    if not bridge:
+        spec = compiled_spec(sched)
+        if spec is not None:
+            return spec
+    return sched if hasattr(wb, "ConnView") else None
 
 
 def workload_spec(wl: Workload) -> tuple[str, int | None, int, int, int, list[tuple[int, int]]] | None:
@@ -94,11 +112,13 @@ def _series_args(s: Any) -> tuple[list[int], list[float]]:
     return [int(t) for t in s.t_ns], [float(v) for v in s.values]
 
 
-def run_compiled(links: Sequence[LinkSpec], routes: Sequence[Route], spec: SchedSpec, wl_spec: tuple[Any, ...],
+def run_compiled(links: Sequence[LinkSpec], routes: Sequence[Route], spec: SchedSpec | Scheduler,
+                 wl_spec: tuple[Any, ...],
                  *, cfg: ConnectionConfig, seed: int, until_ns: int, record: bool,
                  setup: list[tuple[str, int, int, int]], ts_ack_ns: list[int | None], drs_t_ns: int
                  ) -> dict[str, Any]:
-    """Run one replay in the compiled engine; returns its counters (and "recorder" columns)."""
+    """Run one replay in the compiled engine; returns its counters (and "recorder" columns). ``spec``:
+    see `scheduler_arg` (an exception a bridged scheduler raises comes out of here as it was raised)."""
     wb = core()
     assert wb is not None
     link_args = []

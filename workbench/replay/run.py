@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from workbench.replay._core import ColumnRecorder, compiled_spec, run_compiled, workload_spec
+from workbench.replay._core import ColumnRecorder, run_compiled, scheduler_arg, workload_spec
 from workbench.replay.cc import make_cc
 from workbench.replay.events import EventLoop
 from workbench.replay.mptcp import Connection, ConnectionConfig
@@ -63,7 +63,8 @@ class ReplayResult:
     direction: str = "down"
     subflow_paths: list[str] = field(default_factory=list)  # the path of each subflow, by index
     # how the run was computed, not what it modelled: {"engine": "python" | "compiled", and for the
-    # compiled engine the bytes its recorder buffers and segment tables held at the end}
+    # compiled engine "scheduler": "compiled" | "bridge" (a Python scheduler called from the compiled
+    # engine) and the bytes its recorder buffers and segment tables held at the end}
     engine_stats: dict[str, Any] = field(default_factory=dict, repr=False)
     _events: Any = field(default=None, repr=False)
     _samples: Any = field(default=None, repr=False)
@@ -177,9 +178,12 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
     """Replay one MPTCP transfer with one subflow per `Route` over ``links`` (which subflows may
     share: a common bottleneck). Subflow k is ``routes[k]``; the first is the initial subflow.
 
-    ``engine``: "auto" runs the compiled engine (native/engine) when the scheduler and the workload
-    have compiled ports, else the Python engine; "python" or "compiled" forces one (the second
-    raises ValueError for what it cannot run). Both give the same results."""
+    ``engine``: "auto" runs the compiled engine (native/engine) when the workload has a compiled port,
+    else the Python engine; in the compiled engine a scheduler without a compiled port (a user's own
+    class, for one) runs in Python through the plug-in bridge (`workbench.replay._core`). "python" or
+    "compiled" forces one (the second raises ValueError for what it cannot run); "bridge" is
+    "compiled" with the scheduler run through the bridge even when it has a compiled port (tests,
+    benchmarks). All give the same results."""
     if isinstance(scheduler, str):
         raise TypeError("run_replay takes a Scheduler instance; resolve names with "
                         "workbench.schedulers.get(name, **params)")
@@ -195,17 +199,19 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
     spec_by_name = {s.name: s for s in links}
     setup, ts_ack_ns, drs_t_ns, hs_rows = _setup_plan(routes, spec_by_name, cfg, direction)
     end_cap = duration_ns if duration_ns is not None else _SAFETY_CAP_NS
-    if engine not in ("auto", "python", "compiled"):
-        raise ValueError(f"engine must be 'auto', 'python' or 'compiled', got {engine!r}")
+    if engine not in ("auto", "python", "compiled", "bridge"):
+        raise ValueError(f"engine must be 'auto', 'python', 'compiled' or 'bridge', got {engine!r}")
     if engine != "python":
-        spec = compiled_spec(sched)
+        spec = scheduler_arg(sched, bridge=engine == "bridge")
         wl_spec = workload_spec(wl)
         if spec is not None and wl_spec is not None:
             out = run_compiled(links, routes, spec, wl_spec, cfg=cfg, seed=seed, until_ns=end_cap, record=record,
                                setup=setup, ts_ack_ns=ts_ack_ns, drs_t_ns=drs_t_ns)
-            return _compiled_result(out, routes, sched, cfg, seed, direction, end_cap, hs_rows)
-        if engine == "compiled":
-            raise ValueError(f"the compiled engine has no port of {sched!r} or of {type(wl).__name__}")
+            return _compiled_result(out, routes, sched, cfg, seed, direction, end_cap, hs_rows,
+                                    bridged=spec is sched)
+        if engine != "auto":
+            raise ValueError(f"the compiled engine cannot run {sched!r} with a {type(wl).__name__} workload"
+                             + ("" if spec is not None else " (workbench_core is not built)"))
     loop = EventLoop()
     rng = random.Random(seed)
     rec = Recorder() if record else None
@@ -365,7 +371,8 @@ def _setup_plan(routes: Sequence[Route], spec_by_name: dict[str, LinkSpec], cfg:
 
 
 def _compiled_result(out: dict[str, Any], routes: Sequence[Route], sched: Scheduler, cfg: ConnectionConfig,
-                     seed: int, direction: str, end_cap: int, hs_rows: list[HandshakeRow]) -> ReplayResult:
+                     seed: int, direction: str, end_cap: int, hs_rows: list[HandshakeRow], *,
+                     bridged: bool = False) -> ReplayResult:
     """A `ReplayResult` from what `workbench_core.run_model` returned (the same summary as the Python
     engine's)."""
     done = bool(out["done"])
@@ -416,7 +423,8 @@ def _compiled_result(out: dict[str, Any], routes: Sequence[Route], sched: Schedu
         },
     }
     rec = ColumnRecorder(out["recorder"], hs_rows) if "recorder" in out else None
-    stats = {"engine": "compiled", "segment_state_bytes": out["segment_state_bytes"],
+    stats = {"engine": "compiled", "scheduler": "bridge" if bridged else "compiled",
+             "segment_state_bytes": out["segment_state_bytes"],
              "recorder_bytes": out.get("recorder_bytes", 0), "recorder_rows": out.get("recorder_rows", 0)}
     return ReplayResult(paths=[], scheduler=repr(sched), config=cfg, seed=seed, summary=summary,
                         recorder=rec, direction=direction, subflow_paths=[r.path for r in routes],

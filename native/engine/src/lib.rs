@@ -24,3 +24,5 @@ mod py_arrow;
 mod py_cc;
 #[cfg(feature = "python")]
 mod py_engine;
+#[cfg(feature = "python")]
+mod py_sched;

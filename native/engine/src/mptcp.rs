@@ -5,7 +5,9 @@
 //!
 //! The meta segment table forgets what is DATA_ACKed: it holds the segments from `una_idx` up, so
 //! the connection's memory is its unacknowledged data, not the whole transfer. Reading a segment below
-//! `una_idx` (which no built-in scheduler does) is a bug and panics loudly.
+//! `una_idx` (which no built-in scheduler does) is a bug and panics loudly. A Python plug-in
+//! (`py_sched`) may read any segment, as the Python engine keeps them all: for it the table keeps them
+//! (`keep_acked`).
 
 use std::collections::VecDeque;
 
@@ -69,6 +71,8 @@ pub struct Conn {
     pub n_penalized: i64,
     pub n_meta_rto: i64,
     pub n_decisions: i64,
+    /// Keep DATA_ACKed segments (a Python plug-in may read any segment, as in the Python engine).
+    pub keep_acked: bool,
 }
 
 impl Conn {
@@ -110,6 +114,7 @@ impl Conn {
             n_penalized: 0,
             n_meta_rto: 0,
             n_decisions: 0,
+            keep_acked: false,
         }
     }
 
@@ -452,7 +457,7 @@ impl Engine {
             }
             c.una_idx = i;
             // forget what is DATA_ACKed
-            while c.off < i {
+            while c.off < i && !c.keep_acked {
                 c.segs.pop_front();
                 c.off += 1;
             }

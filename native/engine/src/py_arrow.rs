@@ -386,6 +386,8 @@ fn observation<'py>(py: Python<'py>, (t_ns, kind, subflow, value): Observation) 
         ObsValue::Int(i) => i.into_pyobject(py)?.into_any(),
         ObsValue::Float(f) => f.into_pyobject(py)?.into_any(),
         ObsValue::Label(s) => s.into_pyobject(py)?.into_any(),
+        // a plug-in's whole row, as it reported it (py_sched)
+        ObsValue::PyRow(row) => return Ok(row.0.into_bound(py).downcast_into::<PyTuple>()?),
     };
     (t_ns, kind, subflow, value).into_pyobject(py)
 }

@@ -1,7 +1,8 @@
 //! The binding that runs a whole replay in the compiled engine: `workbench_core.run_model(...)`,
 //! called by `workbench.replay.run` with everything resolved at the edge (link timelines and random
 //! streams, routes, the connection settings, the handshake plan, a built-in scheduler by name and
-//! parameters, the workload). It returns the run's counters and, with `record=True`, the recorder's
+//! parameters or a Python scheduler object run through the plug-in bridge (`py_sched`), the
+//! workload). It returns the run's counters and, with `record=True`, the recorder's
 //! columns (`py_arrow`).
 
 use std::collections::HashMap;
@@ -17,6 +18,7 @@ use crate::link::Link;
 use crate::mptcp::Conn;
 use crate::mt::Mt19937;
 use crate::receiver::{ConnReceiver, Receiver, SubflowReceiver};
+use crate::py_sched::{self, SchedArg};
 use crate::sched;
 use crate::series::StepSeries;
 use crate::tcp::Sender;
@@ -97,13 +99,15 @@ fn workload(spec: WorkloadSpec) -> PyResult<Workload> {
 
 /// Run one replay. `setup` is the handshake plan in the Python engine's scheduling order:
 /// `(kind, t_ns, subflow, value)`, kind "init" (the receiver's buffer set-up) or "establish" (value:
-/// the handshake RTT, ns). Returns a dict of counters and, with `record`, "recorder".
+/// the handshake RTT, ns). `scheduler`: `(name, params, [inner])` of a built-in, or a Python
+/// `Scheduler` object (bridged; an exception it raises stops the run and is raised here). Returns a
+/// dict of counters and, with `record`, "recorder".
 #[pyfunction]
 #[pyo3(signature = (*, links, routes, conn, cc_name, hystart, scheduler, workload_spec, setup, ts_ack_ns, drs_t_ns,
                     until_ns, record))]
 #[allow(clippy::too_many_arguments)]
 fn run_model<'py>(py: Python<'py>, links: Vec<LinkSpec>, routes: Vec<RouteSpec>, conn: &Bound<'py, PyDict>,
-                  cc_name: &str, hystart: bool, scheduler: sched::Spec,
+                  cc_name: &str, hystart: bool, scheduler: SchedArg,
                   workload_spec: WorkloadSpec,
                   setup: Vec<(String, i64, usize, i64)>, ts_ack_ns: Vec<Option<i64>>, drs_t_ns: i64, until_ns: i64,
                   record: bool) -> PyResult<Bound<'py, PyDict>> {
@@ -125,7 +129,13 @@ fn run_model<'py>(py: Python<'py>, links: Vec<LinkSpec>, routes: Vec<RouteSpec>,
         return Err(PyValueError::new_err(
             "the compiled engine takes an MSS below 64 KiB, a receive buffer below 4 GiB and a send buffer below 1 GiB"));
     }
-    let sched = sched::build_spec(&scheduler).map_err(PyValueError::new_err)?;
+    let (sched, bridge) = match scheduler {
+        SchedArg::Spec(spec) => (sched::build_spec(&spec).map_err(PyValueError::new_err)?, None),
+        SchedArg::Py(obj) => {
+            let (s, b) = py_sched::bridge(py, obj, record)?;
+            (s, Some(b))
+        }
+    };
     let fl = sched.flavour();
     let reinject_on_rto: Option<bool> = get(conn, "reinject_on_subflow_rto")?;
     let rcv_buf_bytes: i64 = get(conn, "rcv_buf_bytes")?;
@@ -179,10 +189,14 @@ fn run_model<'py>(py: Python<'py>, links: Vec<LinkSpec>, routes: Vec<RouteSpec>,
         cfg,
     };
     // run_network's order: the scheduler's start, the workload's start, the handshake plan, the sampler
+    e.conn.keep_acked = bridge.is_some();
     let mut s = e.sched.take().expect("scheduler");
     let views = e.views.clone();
     s.on_start(&mut e, &views);
     e.sched = Some(s);
+    if let Some(b) = &bridge {
+        b.check()?; // on_start raised
+    }
     e.wl_start(0);
     for (kind, t, k, v) in setup {
         if k >= n_sf {
@@ -199,6 +213,9 @@ fn run_model<'py>(py: Python<'py>, links: Vec<LinkSpec>, routes: Vec<RouteSpec>,
     }
     let wall0 = std::time::Instant::now();
     py.allow_threads(|| e.run(until_ns));
+    if let Some(b) = &bridge {
+        b.check()?; // the plug-in raised: that exception, the run discarded
+    }
     let wall_s = wall0.elapsed().as_secs_f64();
     result(py, e, wall_s)
 }
@@ -256,6 +273,7 @@ fn result<'py>(py: Python<'py>, mut e: Engine, wall_s: f64) -> PyResult<Bound<'p
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_model, m)?)?;
     m.add_function(wrap_pyfunction!(compiled_schedulers, m)?)?;
+    py_sched::register(m)?;
     Ok(())
 }
 

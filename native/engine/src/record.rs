@@ -201,6 +201,32 @@ pub enum ObsValue {
     Int(i64),
     Float(f64),
     Label(&'static str),
+    /// A whole row `(t_ns, kind, subflow, value)` as a Python plug-in reported it through the bridge
+    /// (`py_sched`): the plug-in's own objects (any kind, any value), handed back as they are by the
+    /// export. The entry's other fields are for Rust readers: kind "python", t_ns and subflow when
+    /// they are integers that fit (else 0 and u32::MAX).
+    #[cfg(feature = "python")]
+    PyRow(PyObs),
+}
+
+/// A Python object held by the recorder (`ObsValue::PyRow`). Cloning and comparing take the GIL.
+#[cfg(feature = "python")]
+#[derive(Debug)]
+pub struct PyObs(pub pyo3::PyObject);
+
+#[cfg(feature = "python")]
+impl Clone for PyObs {
+    fn clone(&self) -> Self {
+        pyo3::Python::with_gil(|py| Self(self.0.clone_ref(py)))
+    }
+}
+
+#[cfg(feature = "python")]
+impl PartialEq for PyObs {
+    /// Python's `==` (false if it raises).
+    fn eq(&self, other: &Self) -> bool {
+        pyo3::Python::with_gil(|py| pyo3::types::PyAnyMethods::eq(self.0.bind(py), other.0.bind(py)).unwrap_or(false))
+    }
 }
 
 /// Every tap of one run.
