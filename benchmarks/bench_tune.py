@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,10 +31,12 @@ MAHIMAHI = SHARED / "timelines" / "mahimahi" / "TMobile-LTE-short.down"
 
 def scenario(folder: Path, seconds: float) -> Path:
     p = folder / "two-path-30s.json"
+    # a scenario reads its traces from its own folder (the CLI refuses paths outside it)
+    shutil.copyfile(MAHIMAHI, folder / MAHIMAHI.name)
     p.write_text(json.dumps({
         "duration_s": seconds, "workload": "bulk",
         "paths": [{"name": "wifi", "rate_mbps": 30, "owd_ms": 10, "buffer_packets": 50},
-                  {"name": "lte", "rate_mbps": {"mahimahi": str(MAHIMAHI)}, "owd_ms": 40,
+                  {"name": "lte", "rate_mbps": {"mahimahi": MAHIMAHI.name}, "owd_ms": 40,
                    "buffer_packets": 400}]}))
     return p
 

@@ -17,6 +17,8 @@
 //! offsets, windows); `min_rtt_us` may be the engine's "none yet" value 2^62.
 
 use std::hint::black_box;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 
 /// CUBIC's multiplicative decrease, beta = 717/1024 (exact in binary).
 const BETA: f64 = 717.0 / 1024.0;
@@ -65,6 +67,51 @@ pub struct Subflow {
     pub established: bool,
     /// How often HyStart ended slow start.
     pub hystart_exits: i64,
+    /// `srtt_s(sf) ** 2` for the `srtt_us8` it was computed from (`srtt_s_sq`).
+    pub srtt_sq_memo: SrttSqMemo,
+}
+
+/// A memo of one subflow's `srtt_s ** 2` (seconds²), keyed by the `srtt_us8` it came from. The coupled
+/// controls (LIA, OLIA) need every subflow's squared RTT on every ACK, and `py_pow` (libm `pow`,
+/// which Python's `**` calls) is most of their cost: only the ACKed subflow's RTT moves, so all the
+/// others come from the memo. The value is the same `py_pow` result, so the runs are unchanged
+/// bit for bit. Not state: it compares equal whatever it holds. Relaxed atomics rather than a `Cell`
+/// only so that the group stays `Sync` for its Python wrapper (`py_cc`); one thread uses it, and on
+/// x86-64 a relaxed load or store is a plain move.
+#[derive(Debug)]
+pub struct SrttSqMemo {
+    key_us8: AtomicI64,
+    sq_bits: AtomicU64,
+}
+
+impl SrttSqMemo {
+    fn get(&self) -> (i64, f64) {
+        (self.key_us8.load(Relaxed), f64::from_bits(self.sq_bits.load(Relaxed)))
+    }
+
+    fn set(&self, key_us8: i64, sq: f64) {
+        self.key_us8.store(key_us8, Relaxed);
+        self.sq_bits.store(sq.to_bits(), Relaxed);
+    }
+}
+
+impl Default for SrttSqMemo {
+    fn default() -> Self {
+        Self { key_us8: AtomicI64::new(-1), sq_bits: AtomicU64::new(0) } // srtt_us8 is never negative
+    }
+}
+
+impl Clone for SrttSqMemo {
+    fn clone(&self) -> Self {
+        let (key_us8, sq) = self.get();
+        Self { key_us8: AtomicI64::new(key_us8), sq_bits: AtomicU64::new(sq.to_bits()) }
+    }
+}
+
+impl PartialEq for SrttSqMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl Subflow {
@@ -82,6 +129,7 @@ impl Subflow {
             una_bytes: 1,
             established: false,
             hystart_exits: 0,
+            srtt_sq_memo: SrttSqMemo::default(),
         }
     }
 }
@@ -243,6 +291,18 @@ fn py_max(a: f64, b: f64) -> f64 {
 /// The smoothed RTT in seconds, at least 1 µs (`_srtt_s`).
 fn srtt_s(sf: &Subflow) -> f64 {
     sf.srtt_us8.max(8) as f64 / 8e6
+}
+
+/// `py_pow(srtt_s(sf), 2.0)`, from the memo when the RTT has not moved since (`SrttSqMemo`).
+#[inline]
+fn srtt_s_sq(sf: &Subflow) -> f64 {
+    let (key_us8, sq) = sf.srtt_sq_memo.get();
+    if key_us8 == sf.srtt_us8 {
+        return sq;
+    }
+    let sq = py_pow(srtt_s(sf), 2.0);
+    sf.srtt_sq_memo.set(sf.srtt_us8, sq);
+    sq
 }
 
 /// `tcp_slow_start`: grow by `acked` up to ssthresh; returns the acks left over for CA.
@@ -461,7 +521,7 @@ pub fn lia_terms(group: &[Subflow]) -> LiaTerms {
         t.n += 1;
         let r = srtt_s(s);
         t.tot += s.cwnd;
-        let x = s.cwnd as f64 / py_pow(r, 2.0);
+        let x = s.cwnd as f64 / srtt_s_sq(s);
         if t.n == 1 || x > t.best {
             t.best = x;
         }
@@ -551,7 +611,7 @@ fn olia_score(s: &Subflow) -> f64 {
         unreachable!("olia_terms gives every established subflow a loss record first");
     };
     let (d1, d0) = (l[2] - l[1], l[1] - l[0]);
-    (if d1 >= d0 { d1 } else { d0 }) as f64 / py_pow(srtt_s(s), 2.0)
+    (if d1 >= d0 { d1 } else { d0 }) as f64 / srtt_s_sq(s)
 }
 
 /// A loss: the record shifts if data was acknowledged since the last one.
