@@ -6,9 +6,10 @@ the run used ("compiled": native/engine; "python": the Python engine, `--engine 
 compiled engine it also prints the bytes its recorder buffers hold per recorded row and what the
 segment tables hold at the end (O(data in flight)). Issue 17's targets: >= 1,500x real time with the
 recorder off, >= 800x with it on, <= 64 B per recorded packet event; with ``--gbps`` (700 + 300
-Mbit/s, 5 and 15 ms, 2 MB buffers): >= 100x.
+Mbit/s, 5 and 15 ms, 2 MB buffers): >= 100x; with ``--hour`` (one hour at 100 Mbit/s: 70 + 30 Mbit/s,
+10 and 40 ms, recorder on, tables not built): the process's peak RSS, which must stay under 4 GB.
 
-    .venv/bin/python benchmarks/bench_replay.py [--seconds 60] [--engine auto|python] [--gbps] [--profile]
+    .venv/bin/python benchmarks/bench_replay.py [--seconds 60] [--engine auto|python] [--gbps | --hour] [--profile]
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import resource
 import time
 
 from workbench.replay import Bulk, PathConfig, run_replay
 from workbench.schedulers import get
 
 
-def paths(*, gbps: bool = False) -> list[PathConfig]:
+def paths(*, gbps: bool = False, hour: bool = False) -> list[PathConfig]:
+    if hour:
+        return [PathConfig.constant("wifi", rate_bps=70e6, owd_ns=10_000_000, buffer_bytes=500_000),
+                PathConfig.constant("lte", rate_bps=30e6, owd_ns=40_000_000, buffer_bytes=500_000)]
     if gbps:
         return [PathConfig.constant("a", rate_bps=700e6, owd_ns=5_000_000, buffer_bytes=2_000_000),
                 PathConfig.constant("b", rate_bps=300e6, owd_ns=15_000_000, buffer_bytes=2_000_000)]
@@ -30,10 +35,11 @@ def paths(*, gbps: bool = False) -> list[PathConfig]:
             PathConfig.constant("lte", rate_bps=10e6, owd_ns=40_000_000, buffer_bytes=150_000)]
 
 
-def bench(seconds: float, *, record: bool, scheduler: str, engine: str = "auto", gbps: bool = False) -> None:
+def bench(seconds: float, *, record: bool, scheduler: str, engine: str = "auto", gbps: bool = False,
+          hour: bool = False) -> None:
     dur_ns = int(seconds * 1e9)
     w0, c0 = time.perf_counter(), time.process_time()
-    r = run_replay(paths(gbps=gbps), get(scheduler), workload=Bulk(), duration_ns=dur_ns, record=record,
+    r = run_replay(paths(gbps=gbps, hour=hour), get(scheduler), workload=Bulk(), duration_ns=dur_ns, record=record,
                    engine=engine)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     n = r.summary["data_packets_sent"]
@@ -45,7 +51,11 @@ def bench(seconds: float, *, record: bool, scheduler: str, engine: str = "auto",
         rows = st["recorder_rows"]
         per_row = f"{st['recorder_bytes'] / rows:.1f} B per recorded row ({rows} rows)" if rows else "no recorder"
         print(f"           {per_row}; segment tables at the end {st['segment_state_bytes']:,} B")
-    if record:
+    if hour:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        print(f"           peak RSS of the process {peak / 2**30:.2f} GiB (target: under 4 GB), recorder buffers "
+              f"{st.get('recorder_bytes', 0) / 2**30:.2f} GiB")
+    elif record:
         t0 = time.perf_counter()
         ev = r.events
         print(f"           tables: {ev.height} PacketEvents rows in {time.perf_counter() - t0:.2f} s")
@@ -57,8 +67,12 @@ def main() -> None:
     ap.add_argument("--scheduler", default="minrtt")
     ap.add_argument("--engine", default="auto", choices=["auto", "python"])
     ap.add_argument("--gbps", action="store_true", help="the 1 Gbit/s scenario (700 + 300 Mbit/s)")
+    ap.add_argument("--hour", action="store_true", help="one hour at 100 Mbit/s with the recorder: peak memory")
     ap.add_argument("--profile", action="store_true")
     a = ap.parse_args()
+    if a.hour:
+        bench(3600.0, record=True, scheduler=a.scheduler, engine=a.engine, hour=True)
+        return
     if a.profile:
         prof = cProfile.Profile()
         prof.enable()

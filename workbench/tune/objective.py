@@ -186,19 +186,30 @@ def _finite(v: Any) -> float | None:
 def measure(events: Any, metrics: Sequence[str]) -> dict[str, float | None]:
     """The named `summarize` metrics of the main connection, computing only the groups needed
     (`summarize` computes everything: RTTs, bursts, ... — 3x the time of a tuning replay's needs)."""
-    from workbench.metrics import app_delay_summary, goodput, main_connection, ooo_summary
+    import polars as pl
+
+    from workbench.metrics import app_delay_summary, main_connection
+    from workbench.metrics._common import select_conn, start_times
+    from workbench.metrics.ooo import ooo_segments, summarize_segments
+    from workbench.metrics.throughput import goodput_from_segments
 
     want = set(metrics)
     out: dict[str, float | None] = {}
     conn = main_connection(events)
-    if want & {"goodput_mbps", "completion_s"}:
-        g = goodput(events, conn)
+    want_goodput = bool(want & {"goodput_mbps", "completion_s"})
+    want_ooo = bool(want & {"ooo_mean_ms", "ooo_p95_ms", "ooo_p99_ms"})
+    # `goodput` and `ooo_summary` each derive the receiver's segments (most of a trial's time); derived
+    # once here and handed to both, as `goodput(events, conn)` and `ooo_summary(events, conn)` do.
+    ev = select_conn(events, conn)
+    seg_all = ooo_segments(ev, include_duplicates=True) if want_goodput or want_ooo else None
+    if want_goodput and seg_all is not None:
+        g = goodput_from_segments(ev, seg_all.filter(~pl.col("is_duplicate")), start_times(ev))
         row = g.row(0, named=True) if g.height else {}
         bps = _finite(row.get("goodput_bps"))
         out["goodput_mbps"] = bps / 1e6 if bps is not None else None
         out["completion_s"] = _finite(row.get("completion_s"))
-    if want & {"ooo_mean_ms", "ooo_p95_ms", "ooo_p99_ms"}:
-        o = ooo_summary(events, conn)
+    if want_ooo and seg_all is not None:
+        o = summarize_segments(seg_all)
         row = o.row(0, named=True) if o.height else {}
         for stat in ("mean", "p95", "p99"):
             out[f"ooo_{stat}_ms"] = _finite(row.get(f"ooo_delay_{stat}_ms"))
