@@ -43,7 +43,8 @@ class Capture:
         """The MPTCP connection that carried the most data (else the busiest TCP connection)."""
         if self.connections.is_empty():
             raise InputError(self.source, "no TCP connection in the capture")
-        ranked = self.connections.sort(["is_mptcp", "bytes"], descending=True)
+        # Ties go to the lowest conn: a polars sort keeps no order among equal keys unless told.
+        ranked = self.connections.sort(["is_mptcp", "bytes", "conn"], descending=[True, True, False])
         return int(ranked["conn"][0])
 
 

@@ -125,7 +125,7 @@ def missing_subflow_bytes(conn_events: pl.DataFrame, data_dir: str) -> int:
     per = (dsn.group_by("subflow").agg(lo=pl.col("dsn").cast(pl.Int64).min(),
                                        hi=(pl.col("dsn").cast(pl.Int64) + pl.col("payload_bytes")).max(),
                                        n=pl.col("payload_bytes").sum())
-           .sort("n", descending=True))
+           .sort(["n", "subflow"], descending=[True, False]))  # ties: the lowest subflow (group order is random)
     ref_lo, ref_hi = int(per["lo"][0]), int(per["hi"][0])
     per = per.filter((pl.col("lo") >= ref_lo - (1 << 30)) & (pl.col("hi") <= ref_hi + (1 << 30)))
     carrying = per.select("subflow")

@@ -1,7 +1,7 @@
 """Estimating path timelines from PacketEvents (one capture, or a client + server pair).
 
 Per path (the ``path`` label; all subflows on it share its bottleneck), in the data direction (the
-one carrying most payload), over bins of ``bin_ns`` (default 100 ms) from the first event:
+one carrying most payload; a tie is "s2c"), over bins of ``bin_ns`` (default 100 ms) from the first event:
 
 Delay samples.
   Pair (``owd_ns`` on receiver rows): one-way delay per packet, both directions, "measured".
@@ -233,6 +233,20 @@ def _delay_samples(pev: pl.DataFrame, data_dir: str, handshake: dict[str, int], 
     return f"rtt:{how}", rtt.select("t_ns", delay_ns=pl.col("rtt_ns")), None
 
 
+def _path_data_dir(pev: pl.DataFrame) -> str | None:
+    """The data direction of one path's events: the ``dir`` carrying more payload bytes; None when
+    neither carries any. A tie goes to "s2c", as in `workbench.metrics.data_directions` (and so the
+    replay direction the report picks). The tie-break must be explicit: picking the first row of a
+    ``group_by`` sorted by bytes left a tie to the group order, which polars draws from a per-process
+    random hash seed, so an echo transfer (the same bytes each way) was estimated sometimes as a c2s
+    and sometimes as an s2c path, and a report's numbers changed from run to run."""
+    c2s = int(pev.filter(pl.col("dir") == "c2s")["payload_bytes"].cast(pl.Int64).sum())
+    s2c = int(pev.filter(pl.col("dir") == "s2c")["payload_bytes"].cast(pl.Int64).sum())
+    if c2s == 0 and s2c == 0:
+        return None
+    return "c2s" if c2s > s2c else "s2c"
+
+
 def _estimate(ev: pl.DataFrame, opt: EstimateOptions) -> tuple[pl.DataFrame, dict[str, _PathInfo]]:
     t0 = int(ev["t_ns"].min())  # type: ignore[arg-type]
     t_end = int(ev["t_ns"].max())  # type: ignore[arg-type]
@@ -243,10 +257,9 @@ def _estimate(ev: pl.DataFrame, opt: EstimateOptions) -> tuple[pl.DataFrame, dic
     infos: dict[str, _PathInfo] = {}
     for path in ev["path"].unique(maintain_order=True).to_list():
         pev = ev.filter(pl.col("path") == path)
-        by_dir = pev.group_by("dir").agg(pl.col("payload_bytes").sum())
-        if by_dir["payload_bytes"].sum() == 0:
+        data_dir = _path_data_dir(pev)
+        if data_dir is None:
             continue
-        data_dir = str(by_dir.sort("payload_bytes", descending=True)["dir"][0])
         mode, samples, up_samples = _delay_samples(pev, data_dir, handshake, str(path))
         arrivals = _delivery(pev, data_dir)
         frame_max = int(pev.filter(pl.col("dir") == data_dir)["frame_bytes"].max()  # type: ignore[arg-type]
@@ -459,7 +472,9 @@ def estimate_timelines(source: pl.DataFrame | _HasEvents, options: EstimateOptio
     ev = _events(source)
     t0 = int(ev["t_ns"].min())  # type: ignore[arg-type]
     bins, infos = _estimate(ev, opt)
-    main_conn = ev.group_by("conn").agg(pl.col("payload_bytes").sum()).sort("payload_bytes", descending=True)["conn"][0]
+    # Busiest connection; ties go to the lowest ``conn`` (group_by order is not deterministic).
+    main_conn = (ev.group_by("conn").agg(pl.col("payload_bytes").cast(pl.Int64).sum())
+                 .sort(["payload_bytes", "conn"], descending=[True, False])["conn"][0])
     first_path = ev.filter((pl.col("conn") == main_conn) & (pl.col("subflow") == 0))["path"]
     order = bins["path"].unique(maintain_order=True).to_list()
     if first_path.len() and first_path[0] in order:
