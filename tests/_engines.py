@@ -25,6 +25,7 @@ from workbench.replay import (
     ConnectionConfig,
     Finite,
     PathConfig,
+    ReplayResult,
     Route,
     StepSeries,
     run_network,
@@ -165,6 +166,11 @@ def assert_same_run(sched: Scheduler, sc: Scenario) -> None:
     # engine="compiled" runs a scheduler without a compiled port through the plug-in bridge: a port
     # that is not wired in (sched/mod.rs NAMES, build_spec) must not pass as one
     assert rs.engine_stats.get("scheduler", "compiled") == "compiled", f"{sched!r} ran through the plug-in bridge"
+    assert_same_results(py, rs)
+
+
+def assert_same_results(py: ReplayResult, rs: ReplayResult) -> None:
+    """Two runs gave the same results: summary (but wall time), PacketEvents, SAMPLES, observations."""
     a = {k: v for k, v in py.summary.items() if k != "wall_s"}
     b = {k: v for k, v in rs.summary.items() if k != "wall_s"}
     assert a == b, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 import workbench_core
-from _engines import Scenario, scenarios
+from _engines import Scenario, assert_same_results, scenarios
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,15 +55,8 @@ def assert_same_bridged_run(sched: Scheduler, sc: Scenario, engine: str = "bridg
     rs = _run(sched, sc, engine)
     assert py.engine_stats["engine"] == "python"
     assert rs.engine_stats == {**rs.engine_stats, "engine": "compiled", "scheduler": "bridge"}
-    a = {k: v for k, v in py.summary.items() if k != "wall_s"}
-    b = {k: v for k, v in rs.summary.items() if k != "wall_s"}
-    assert a == b, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}
-    ea, eb = py.events, rs.events
-    assert ea.height == eb.height, (ea.height, eb.height)
-    assert ea.equals(eb), "PacketEvents differ"
-    assert py.samples.equals(rs.samples), "SAMPLES differ"
+    assert_same_results(py, rs)
     oa, ob = py.observations, rs.observations
-    assert oa == ob
     # the plug-in's own objects, not converted copies
     assert [tuple(map(type, o)) for o in oa] == [tuple(map(type, o)) for o in ob]
 
