@@ -287,17 +287,7 @@ impl Scheduler for DRePaS {
         self.inner.on_ack(e, k, now);
     }
 
-    fn on_loss(&mut self, e: &mut Engine, k: usize, kind: LossKind, now: i64) {
-        self.inner.on_loss(e, k, kind, now);
-    }
-
-    fn on_timer(&mut self, e: &mut Engine, now: i64) {
-        self.inner.on_timer(e, now);
-    }
-
-    fn on_applied(&mut self, e: &mut Engine, d: Decision, n: i64) {
-        self.inner.on_applied(e, d, n);
-    }
+    delegate_to_inner!();
 }
 
 #[cfg(test)]

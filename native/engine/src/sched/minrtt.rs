@@ -7,7 +7,7 @@
 //! The step-by-step pieces (`select_with_wait`, `reinject`, ...) are public for the schedulers built
 //! on minRTT that may decline its subflow and wait (ECF, BLEST), as in the kernel's copies.
 
-use super::{get_available_subflow, lowest_rtt_available, temp_unavailable, Decision, Scheduler};
+use super::{get_available_subflow, lowest_rtt_available, rbuf_opti_worth_it, temp_unavailable, Decision, Scheduler};
 use crate::engine::Engine;
 use crate::tcp::CA_OPEN;
 
@@ -122,23 +122,8 @@ impl MinRtt {
         if (mask >> k) & 1 != 0 {
             return -1;
         }
-        let mut doit = false;
+        let doit = rbuf_opti_worth_it(e, subflows, k, |x| (mask >> x) & 1 != 0);
         let sf = e.sf(k);
-        for &x in subflows {
-            if x == k || (mask >> x) & 1 == 0 {
-                continue;
-            }
-            let xv = e.sf(x);
-            if xv.cwnd() <= 4 {
-                doit = true;
-                break;
-            }
-            if 4 * sf.srtt_us8() >= xv.srtt_us8() {
-                doit = false;
-                break;
-            }
-            doit = true;
-        }
         if doit && sf.established() && !sf.pf() && !temp_unavailable(&sf, true) {
             head
         } else {

@@ -13,6 +13,25 @@ use crate::engine::{Engine, LossKind};
 use crate::mptcp::Conn;
 use crate::tcp::{Sender, CA_LOSS};
 
+/// The callbacks a layer (DRePaS, RBP) passes to its `inner` scheduler unchanged, for its
+/// `impl Scheduler` block (Rust has no delegation through a field). Needs `Engine`, `LossKind` and
+/// `Decision` in scope.
+macro_rules! delegate_to_inner {
+    () => {
+        fn on_loss(&mut self, e: &mut Engine, k: usize, kind: LossKind, now: i64) {
+            self.inner.on_loss(e, k, kind, now);
+        }
+
+        fn on_timer(&mut self, e: &mut Engine, now: i64) {
+            self.inner.on_timer(e, now);
+        }
+
+        fn on_applied(&mut self, e: &mut Engine, d: Decision, n: i64) {
+            self.inner.on_applied(e, d, n);
+        }
+    };
+}
+
 mod blest;
 mod daps;
 mod drepas;
@@ -313,6 +332,28 @@ impl Engine {
 
 /// mptcp_is_temp_unavailable without the window tests (the engine applies those).
 #[inline]
+/// mptcp_rcv_buf_optimization's test of whether reinjecting the oldest unacknowledged segment on
+/// subflow `k` is worth it, over the other subflows that carried it (`carried(x)`): the first of them
+/// with cwnd <= 4 says yes, the first whose RTT is at most 4x `k`'s says no; yes if any was seen.
+pub fn rbuf_opti_worth_it(e: &Engine, subflows: &[usize], k: usize, carried: impl Fn(usize) -> bool) -> bool {
+    let srtt_us8 = e.sf(k).srtt_us8();
+    let mut doit = false;
+    for &x in subflows {
+        if x == k || !carried(x) {
+            continue;
+        }
+        let xv = e.sf(x);
+        if xv.cwnd() <= 4 {
+            return true;
+        }
+        if 4 * srtt_us8 >= xv.srtt_us8() {
+            return false;
+        }
+        doit = true;
+    }
+    doit
+}
+
 pub fn temp_unavailable(sf: &SfView, strict_queue: bool) -> bool {
     if sf.ca_state() == CA_LOSS {
         return true;

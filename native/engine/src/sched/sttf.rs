@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use super::daps::lowest_srtt_with_room;
 use super::otias::batch_len;
-use super::{is_available, param_bool, param_i64, Decision, ParamValue, SfView, Scheduler};
+use super::{is_available, param_bool, param_i64, rbuf_opti_worth_it, Decision, ParamValue, SfView, Scheduler};
 use crate::engine::Engine;
 use crate::tcp::CA_LOSS;
 
@@ -177,23 +177,7 @@ impl Sttf {
         if sf.carried(old) {
             return None;
         }
-        let mut doit = false;
-        for &x in subflows {
-            let xv = e.sf(x);
-            if xv.index() == sf.index() || !xv.carried(old) {
-                continue;
-            }
-            if xv.cwnd() <= 4 {
-                doit = true;
-                break;
-            }
-            if 4 * sf.srtt_us8() >= xv.srtt_us8() {
-                doit = false;
-                break;
-            }
-            doit = true;
-        }
-        if doit { Some(Decision::seg(k, old)) } else { None }
+        if rbuf_opti_worth_it(e, subflows, k, |x| e.sf(x).carried(old)) { Some(Decision::seg(k, old)) } else { None }
     }
 }
 
