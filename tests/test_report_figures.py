@@ -56,3 +56,24 @@ def test_page_data_and_figures() -> None:
     # Observed only (no replay): no burstiness / buffer figures.
     only = page_figure_data([_source("observed", "observed")], rows[:1], None)
     assert [fid for fid, _, _ in build_figures(only)] == ["ooo_cdf", "goodput", "share", "ooo_queue"]
+
+
+def test_every_figure_is_valid_plotly() -> None:
+    """`build_figures` builds its figures without plotly's per-property validation (for speed): here
+    every figure goes through it, so a misspelt property or a wrong value type fails."""
+    import plotly.graph_objects as go
+    import pytest
+
+    rows = [{"source": "observed", "kind": "observed", "share_wifi": 0.7, "share_lte": 0.3},
+            {"source": "minrtt", "kind": "scheduler", "share_wifi": 0.6, "share_lte": 0.4}]
+    data = page_figure_data([_source("observed", "observed"), _source("minrtt", "scheduler")], rows, None,
+                            paths=["wifi", "lte"])
+    figs = build_figures(data)
+    assert len(figs) == 6
+    for fid, _, fig in figs:
+        checked = go.Figure(fig.to_dict())  # validates every property, raises ValueError on a bad one
+        assert checked.to_plotly_json() == fig.to_plotly_json(), fid
+    bad = build_figures(data)[0][2].to_dict()
+    bad["data"][0]["line"]["colour"] = "red"
+    with pytest.raises(ValueError):
+        go.Figure(bad)

@@ -38,7 +38,14 @@ from workbench.metrics.rtt import (
     rtt_summary,
     rtt_timestamps,
 )
-from workbench.metrics.summary import Summary, main_connection, summarize
+from workbench.metrics.summary import (
+    Prepared,
+    Summary,
+    main_connection,
+    prepare,
+    summarize,
+    summarize_prepared,
+)
 from workbench.metrics.throughput import (
     DEFAULT_BIN_NS,
     app_delay,
@@ -51,6 +58,7 @@ from workbench.metrics.throughput import (
 __all__ = [
     "DEFAULT_BIN_NS",
     "DEFAULT_BURST_GAP_NS",
+    "Prepared",
     "Summary",
     "aggregation_benefit",
     "app_delay",
@@ -73,6 +81,7 @@ __all__ = [
     "ooo_summary",
     "owd_summary",
     "path_stats",
+    "prepare",
     "rtt_handshake",
     "rtt_samples",
     "rtt_seq_ack",
@@ -81,4 +90,5 @@ __all__ = [
     "send_bursts",
     "start_times",
     "summarize",
+    "summarize_prepared",
 ]

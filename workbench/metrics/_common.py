@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import polars as pl
 
 from workbench.errors import InputError
@@ -70,6 +71,8 @@ def data_directions(events: pl.DataFrame) -> pl.DataFrame:
 
     Returns columns ``conn`` (UInt32) and ``data_dir`` (String, "c2s" or "s2c").
     """
+    if "data_dir" in events.columns:  # tagged by `with_data_dir`: per connection, already decided
+        return events.select("conn", pl.col("data_dir").cast(pl.String)).unique("conn").sort("conn")
     check_columns(events, ["conn", "dir", "point", "payload_bytes"])
     per_point = (
         events.filter(pl.col("point") != "drop")
@@ -108,7 +111,12 @@ def data_direction(events: pl.DataFrame, conn: int) -> str:
 
 
 def with_data_dir(events: pl.DataFrame) -> pl.DataFrame:
-    """``events`` plus a boolean column ``is_data_dir`` (row travels in its connection's data direction)."""
+    """``events`` plus the columns ``data_dir`` (its connection's data direction) and ``is_data_dir``
+    (the row travels in it). A table that has them already is returned as is: a caller deriving many
+    metrics from one connection tags it once (each metric function tags what it is given, and deciding
+    the direction is a group-by over every row)."""
+    if "is_data_dir" in events.columns and "data_dir" in events.columns:
+        return events
     dd = data_directions(events)
     return events.join(dd, on="conn", how="left").with_columns(
         (pl.col("dir").cast(pl.String) == pl.col("data_dir")).alias("is_data_dir")
@@ -143,62 +151,71 @@ def first_cover(intervals: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Which observation first covered each byte of a set of byte ranges.
 
     ``intervals`` has columns ``conn``, ``row_id`` (unique, and increasing in observation order among
-    rows with equal ``t_ns``), ``t_ns``, ``s``, ``e`` (byte range [s, e), Int64, e > s).
+    rows with equal ``t_ns``), ``t_ns``, ``s``, ``e`` (byte range [s, e), Int64, e > s; no nulls).
 
     The ranges can overlap arbitrarily (a reinjection that re-segments data differently, a retransmission
     that coalesces two segments). We cut the DSN space at every range boundary into elementary pieces;
     every piece is either entirely inside or entirely outside each range, so "who first covered byte x"
-    becomes "who first covered piece p", an exact, vectorised group-by over the exploded (row, piece)
-    pairs. The explode is cheap in practice: a range spans as many pieces as there are boundaries
-    inside it (1 for the usual non-overlapping or identically re-sent segments).
+    becomes "who first covered piece p": the earliest (t_ns, row_id) over the (row, piece) pairs. A
+    range spans as many pieces as there are boundaries inside it (1 for the usual non-overlapping or
+    identically re-sent segments), so the pairs are about as many as the rows.
 
     Returns ``(rows, pieces)``:
       * rows: ``conn``, ``row_id``, ``i0`` (index of the piece starting at s), ``new_bytes`` (bytes
-        this row was the first to cover; 0 for a pure duplicate);
-      * pieces: ``conn``, ``piece``, ``piece_start``, ``piece_end``, ``a_ns`` (time of the first
-        covering observation), ``owner`` (its row_id); only pieces that some range covers, sorted by
-        (conn, piece). Uncovered gaps between pieces are detected by ``piece_start`` != previous end.
+        this row was the first to cover; 0 for a pure duplicate), in the order of ``intervals``;
+      * pieces: ``conn``, ``piece``, ``a_ns`` (time of the first covering observation), ``owner`` (its
+        row_id), ``piece_start``, ``piece_end``; only pieces that some range covers, sorted by
+        (conn, piece). Piece p of a connection spans its p-th and (p+1)-th distinct boundary, so
+        uncovered gaps show as ``piece_start`` != previous ``piece_end``.
+
+    In numpy, connection by connection: the same computation as a polars explode / sort / group-by /
+    join chain (kept in tests/test_metrics_first_cover.py as the oracle it is checked against), which
+    cost a report more than any other metric, for the overhead of its dozen steps more than their work.
     """
-    bounds = (
-        pl.concat([intervals.select("conn", pl.col("s").alias("b")),
-                   intervals.select("conn", pl.col("e").alias("b"))])
-        .unique()
-        .sort("conn", "b")
-        .with_columns(
-            pl.int_range(pl.len(), dtype=pl.Int64).over("conn").alias("idx"),
-            pl.col("b").shift(-1).over("conn").alias("b_next"),
-        )
+    check_columns(intervals, ["conn", "row_id", "t_ns", "s", "e"], "intervals")
+    conn_dtype = intervals.schema["conn"]
+    conn = intervals["conn"].to_numpy()
+    row_id = intervals["row_id"].cast(pl.Int64).to_numpy()
+    t_ns = intervals["t_ns"].cast(pl.Int64).to_numpy()
+    s = intervals["s"].cast(pl.Int64).to_numpy()
+    e = intervals["e"].cast(pl.Int64).to_numpy()
+    if (e <= s).any():
+        raise ValueError("first_cover: every range needs e > s")
+    i0_out = np.zeros(len(s), np.int64)
+    new_bytes_out = np.zeros(len(s), np.int64)
+    pieces: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for c in np.unique(conn):
+        at = np.flatnonzero(conn == c)
+        cs, ce, ct, cr = s[at], e[at], t_ns[at], row_id[at]
+        bounds = np.unique(np.concatenate([cs, ce]))
+        i0 = np.searchsorted(bounds, cs)
+        n_pieces = np.searchsorted(bounds, ce) - i0
+        # One (row, piece) pair per piece a row spans: the explode.
+        pair_row = np.repeat(np.arange(len(at)), n_pieces)
+        pair_piece = (np.arange(len(pair_row)) - np.repeat(np.cumsum(n_pieces) - n_pieces, n_pieces)
+                      + i0[pair_row])
+        # Sorted by (piece, t_ns, row_id), the first pair of each piece is its owner.
+        order = np.lexsort((cr[pair_row], ct[pair_row], pair_piece))
+        sorted_piece = pair_piece[order]
+        first = np.ones(len(order), bool)
+        first[1:] = sorted_piece[1:] != sorted_piece[:-1]
+        piece, owner = sorted_piece[first], pair_row[order][first]
+        start, end = bounds[piece], bounds[piece + 1]
+        owned = np.zeros(len(at), np.int64)
+        np.add.at(owned, owner, end - start)
+        i0_out[at], new_bytes_out[at] = i0, owned
+        pieces.append((int(c), piece, ct[owner], cr[owner], start, end))
+    rows_out = pl.DataFrame({"conn": pl.Series(conn, dtype=conn_dtype), "row_id": row_id, "i0": i0_out,
+                             "new_bytes": new_bytes_out})
+    pieces_out = pl.DataFrame(
+        {"conn": pl.Series(np.concatenate([np.full(len(p[1]), p[0]) for p in pieces]) if pieces else [],
+                           dtype=conn_dtype),
+         **{name: np.concatenate([p[k] for p in pieces]) if pieces else np.zeros(0, np.int64)
+            for k, name in enumerate(("piece", "a_ns", "owner", "piece_start", "piece_end"), start=1)}},
+        schema_overrides={"piece": pl.Int64, "a_ns": pl.Int64, "owner": pl.Int64, "piece_start": pl.Int64,
+                          "piece_end": pl.Int64},
     )
-    idx = bounds.select("conn", "b", "idx")
-    rows = (
-        intervals.join(idx.rename({"b": "s", "idx": "i0"}), on=["conn", "s"], how="left")
-        .join(idx.rename({"b": "e", "idx": "i1"}), on=["conn", "e"], how="left")
-    )
-    exploded = rows.select("conn", "row_id", "t_ns", pl.int_ranges("i0", "i1").alias("piece")).explode(
-        "piece"
-    )
-    # The owner of a piece is its earliest observation; row_id breaks ties in observation order.
-    pieces = (
-        exploded.sort("conn", "piece", "t_ns", "row_id")
-        .group_by("conn", "piece", maintain_order=True)
-        .agg(pl.col("t_ns").first().alias("a_ns"), pl.col("row_id").first().alias("owner"))
-        .join(
-            bounds.select("conn", pl.col("idx").alias("piece"), pl.col("b").alias("piece_start"),
-                          pl.col("b_next").alias("piece_end")),
-            on=["conn", "piece"],
-            how="left",
-        )
-        .sort("conn", "piece")
-    )
-    owned = pieces.group_by("conn", "owner").agg(
-        (pl.col("piece_end") - pl.col("piece_start")).sum().alias("new_bytes")
-    )
-    rows_out = (
-        rows.select("conn", "row_id", "i0")
-        .join(owned.rename({"owner": "row_id"}), on=["conn", "row_id"], how="left")
-        .with_columns(pl.col("new_bytes").fill_null(0))
-    )
-    return rows_out, pieces
+    return rows_out, pieces_out
 
 
 def quantile_aggs(col: str, prefix: str, suffix: str = "", scale: float = 1.0, *,

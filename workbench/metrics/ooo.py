@@ -207,7 +207,12 @@ def ooo_cdf(events: pl.DataFrame, conn: int | None = None, *, max_points: int | 
     """Empirical CDF of the per-segment OOO delay, for plotting: columns conn, delay_ms, cdf (fraction
     of deliverable segments with delay <= delay_ms). With ``max_points``, each connection's CDF is
     thinned to about that many evenly spaced ranks (first and last kept)."""
-    seg = ooo_segments(events, conn).filter(pl.col("t_deliverable_ns").is_not_null())
+    return cdf_from_segments(ooo_segments(events, conn), max_points=max_points)
+
+
+def cdf_from_segments(seg: pl.DataFrame, *, max_points: int | None = 2000) -> pl.DataFrame:
+    """`ooo_cdf` from precomputed segments (duplicates are left out)."""
+    seg = seg.filter(~pl.col("is_duplicate") & pl.col("t_deliverable_ns").is_not_null())
     cdf = (
         seg.sort("conn", "ooo_delay_ns")
         .select(

@@ -199,12 +199,12 @@ def rtt_samples(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
 def best_rtt_samples(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     """The samples of the best estimator available: seq/ack with Karn's rule where the data sender
     was observed, else TCP timestamps, else the handshakes. Column ``method`` says which."""
-    rs = rtt_samples(events, conn)
-    for method in ("seq", "ts", "hs"):
-        chosen = rs.filter(pl.col("method") == method)
+    # In order of preference, stopping at the first that has samples (`rtt_samples` would run all three).
+    for estimator in (rtt_seq_ack, rtt_timestamps, rtt_handshake):
+        chosen = estimator(events, conn)
         if chosen.height:
             return chosen
-    return rs
+    return pl.DataFrame(schema=_RTT_SCHEMA)
 
 
 def rtt_summary(samples: pl.DataFrame, by: tuple[str, ...] = ("conn", "path", "subflow", "method")) -> pl.DataFrame:

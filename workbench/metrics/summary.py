@@ -4,10 +4,13 @@ tuner optimises. Every value is computed by the metric modules; this only picks 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
+
 import polars as pl
 
 from workbench.errors import InputError
-from workbench.metrics._common import data_directions, select_conn, start_times
+from workbench.metrics._common import data_directions, select_conn, start_times, with_data_dir
 from workbench.metrics.buffers import buffer_summary
 from workbench.metrics.burst import burst_summary, burstiness, send_bursts
 from workbench.metrics.ooo import _segments_all, queue_from_segments, summarize_segments
@@ -19,7 +22,7 @@ from workbench.metrics.throughput import (
     path_stats,
 )
 
-__all__ = ["Summary", "main_connection", "summarize"]
+__all__ = ["Prepared", "Summary", "main_connection", "prepare", "summarize", "summarize_prepared"]
 
 Summary = dict[str, float | int | str | bool | None]
 
@@ -43,8 +46,42 @@ def _f(x: object) -> float | None:
     return None if x is None else float(x)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What the metrics of one connection start from, derived once and read by many: its packet events
+    tagged with its data direction (`with_data_dir`), the receiver's segments with duplicates
+    (`ooo.ooo_segments(..., include_duplicates=True)`) and its time origin (`start_times`). A report
+    draws a source's figures from the same `Prepared` its summary came from."""
+
+    conn: int
+    events: pl.DataFrame
+    segments: pl.DataFrame
+    start: pl.DataFrame
+
+    @cached_property
+    def firsts(self) -> pl.DataFrame:
+        """The segments that brought new bytes (`ooo_segments` without duplicates)."""
+        return self.segments.filter(~pl.col("is_duplicate"))
+
+    @cached_property
+    def ooo_queue(self) -> pl.DataFrame:
+        """The receive OOO queue's step series (`ooo.ooo_queue_series`)."""
+        return queue_from_segments(self.firsts)
+
+
+def prepare(events: pl.DataFrame, conn: int | None = None) -> Prepared:
+    """`Prepared` for connection ``conn`` (default: the one carrying the most data)."""
+    if conn is None:
+        conn = main_connection(events)
+    ev = with_data_dir(select_conn(events, conn))
+    if ev.height == 0:
+        raise InputError(None, f"no packet events for connection {conn}")
+    return Prepared(conn, ev, _segments_all(ev), start_times(ev))
+
+
 def summarize(events: pl.DataFrame, samples: pl.DataFrame | None = None, *, conn: int | None = None) -> Summary:
-    """Headline metrics of connection ``conn`` (default: the one carrying the most data).
+    """Headline metrics of connection ``conn`` (default: the one carrying the most data): `summarize_prepared`
+    of `prepare`.
 
     Keys (absent inputs give None, never an exception):
       conn, data_dir;
@@ -64,16 +101,16 @@ def summarize(events: pl.DataFrame, samples: pl.DataFrame | None = None, *, conn
       free_cwnd_mean_segments, free_cwnd_peak_segments, fast_path, snd_buf_max_bytes,
       rcv_buf_max_bytes, rcv_ooo_max_bytes (with ``samples``).
     """
-    if conn is None:
-        conn = main_connection(events)
-    ev = select_conn(events, conn)
-    if ev.height == 0:
-        raise InputError(None, f"no packet events for connection {conn}")
+    return summarize_prepared(prepare(events, conn), samples)
+
+
+def summarize_prepared(prep: Prepared, samples: pl.DataFrame | None = None) -> Summary:
+    """`summarize` of a connection already prepared (see `summarize` for the keys)."""
+    conn, ev, seg_all = prep.conn, prep.events, prep.segments
     out: Summary = {"conn": conn, "data_dir": str(data_directions(ev)["data_dir"][0])}
 
-    seg_all = _segments_all(ev)
-    seg = seg_all.filter(~pl.col("is_duplicate"))
-    gp = goodput_from_segments(ev, seg, start_times(ev))
+    seg = prep.firsts
+    gp = goodput_from_segments(ev, seg, prep.start)
     out["goodput_source"] = "receiver" if gp.height else None
     if not gp.height and "data_ack" in ev.columns and "dsn" in ev.columns:
         gp = goodput_from_data_acks(ev)  # the sender's capture alone
@@ -92,7 +129,7 @@ def summarize(events: pl.DataFrame, samples: pl.DataFrame | None = None, *, conn
     out["ooo_fraction"] = _f(o.get("ooo_fraction"))
     out["duplicates"] = o.get("n_duplicates")
     out["undeliverable"] = o.get("n_undeliverable")
-    q = queue_from_segments(seg)
+    q = prep.ooo_queue
     out["ooo_queue_max_bytes"] = int(q["ooo_bytes"].max()) if q.height else None  # type: ignore[arg-type]
 
     ad = app_delay_from_segments(ev, seg.filter(pl.col("t_deliverable_ns").is_not_null()))

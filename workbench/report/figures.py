@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
     import polars as pl
 
+    from workbench.metrics import Prepared
+
 __all__ = ["METRICS", "OBSERVED_COLOR", "SourceData", "applies", "build_figures", "delivered", "page_figure_data",
            "path_colors", "scheduler_color", "source_data", "thin", "tidy_panels", "winners"]
 
@@ -79,35 +81,28 @@ def _s(t_ns: pl.Series, origin_ns: int) -> list[float]:
     return ((t_ns - origin_ns).cast(float) / 1e9).to_list()
 
 
-def source_data(source: str, kind: str, events: pl.DataFrame, samples: pl.DataFrame | None, conn: int | None,
+def source_data(source: str, kind: str, prep: Prepared, samples: pl.DataFrame | None,
                 max_points: int) -> SourceData:
-    """The figure series of one source (observed capture or one replay), as plain lists."""
-    import polars as pl
+    """The figure series of one source (observed capture or one replay), as plain lists, drawn from
+    the same `Prepared` connection its summary row came from."""
+    from workbench.metrics import buffer_series, free_cwnd_series
+    from workbench.metrics.ooo import cdf_from_segments
+    from workbench.metrics.throughput import DEFAULT_BIN_NS, series_from_segments
 
-    from workbench.metrics import (
-        buffer_series,
-        free_cwnd_series,
-        goodput_series,
-        main_connection,
-        ooo_cdf,
-        ooo_queue_series,
-        start_times,
-    )
-
-    if conn is None:
-        conn = main_connection(events)
-    ev = events.filter(pl.col("conn") == conn)
+    conn = prep.conn
+    seg = prep.firsts
     # Captures carry epoch times: show seconds since the connection's first SYN. Replays start at 0.
     origin = 0
     if kind == "observed":
-        st = start_times(ev)
-        origin = int(st["start_ns"][0]) if st.height and st["start_ns"][0] is not None else int(ev["t_ns"].min())
+        st = prep.start
+        origin = (int(st["start_ns"][0]) if st.height and st["start_ns"][0] is not None
+                  else int(prep.events["t_ns"].min()))  # type: ignore[arg-type]
     out: SourceData = {"source": source, "kind": kind}
-    cdf = ooo_cdf(ev, conn, max_points=max_points)
+    cdf = cdf_from_segments(seg, max_points=max_points)
     out["ooo_cdf"] = {"delay_ms": cdf["delay_ms"].to_list(), "cdf": cdf["cdf"].to_list()}
-    gp = goodput_series(ev, conn)
+    gp = series_from_segments(seg, prep.start, DEFAULT_BIN_NS)
     out["goodput"] = {"t_s": _s(gp["t_ns"], origin), "mbps": (gp["rate_bps"] / 1e6).to_list()}
-    q = ooo_queue_series(ev, conn)
+    q = prep.ooo_queue
     t, v = thin(_s(q["t_ns"], origin), q["ooo_bytes"].cast(float).to_list(), max_points, "max")
     out["ooo_queue"] = {"t_s": t, "bytes": v}
     if samples is not None and samples.height:
@@ -216,13 +211,34 @@ def _colors(sources: Sequence[SourceData]) -> dict[str, str]:
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
-    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template="plotly_white", height=380,
-                      margin={"l": 60, "r": 20, "t": 50, "b": 50}, legend={"orientation": "h", "y": -0.2})
-    # Every quantity drawn here is >= 0 (times, delays, rates, bytes): all zeros must not span -1..1.
+    """`_layout_dict` applied to a figure with subplots: every x and y axis starts at 0."""
+    layout = _layout_dict(title, x, y)
+    fig.update_layout({k: v for k, v in layout.items() if k not in ("xaxis", "yaxis")},
+                      xaxis_title=x, yaxis_title=y)
     fig.update_yaxes(rangemode="tozero")
     if x != "source":
         fig.update_xaxes(rangemode="tozero")
     return fig
+
+
+def _layout_dict(title: str, x: str, y: str) -> dict[str, Any]:
+    import plotly.io as pio
+
+    # Every quantity drawn here is >= 0 (times, delays, rates, bytes): all zeros must not span -1..1.
+    return {"title": {"text": title}, "template": pio.templates["plotly_white"], "height": 380,
+            "margin": {"l": 60, "r": 20, "t": 50, "b": 50}, "legend": {"orientation": "h", "y": -0.2},
+            "xaxis": {"title": {"text": x}, **({"rangemode": "tozero"} if x != "source" else {})},
+            "yaxis": {"title": {"text": y}, "rangemode": "tozero"}}
+
+
+def _figure(traces: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
+    """A figure from plain trace and layout dicts, not validated property by property: plotly's
+    validation (a deep copy of the template per figure, a check per point) was most of the cost of
+    a report page. The dicts use only plotly's documented properties, and the tests validate every
+    figure a page shows (`go.Figure(fig.to_dict())`)."""
+    import plotly.graph_objects as go
+
+    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
 def tidy_panels(fig: go.Figure) -> go.Figure:
@@ -274,61 +290,53 @@ def build_figures(data: dict[str, Any]) -> list[tuple[str, str, go.Figure]]:
                      "each segment's MPTCP-level out-of-order delay; the estimated timeline (dashed) and a lab "
                      "run's ground truth (dotted) drawn over them.", capture_view_figure(cv)))
 
-    f = go.Figure()
-    for s in sources:
-        c = s["ooo_cdf"]
-        if c["delay_ms"]:
-            f.add_trace(go.Scatter(x=c["delay_ms"], y=c["cdf"], name=s["source"], mode="lines",
-                                   line={"color": color[s["source"]], "width": width(s), "shape": "hv"}))
-    if f.data:
+    def lines(key: str, x: str, y: str, *, steps: bool = True) -> list[dict[str, Any]]:
+        """One line per source that has series ``key`` (x values ``x``, y values ``y``)."""
+        out = []
+        for s in sources:
+            d = s.get(key)
+            if d and d[x]:
+                name = f"{s['source']} ({d['path']})" if key == "free_cwnd" else s["source"]
+                out.append({"type": "scatter", "x": d[x], "y": d[y], "name": name, "mode": "lines",
+                            "line": {"color": color[s["source"]], "width": width(s),
+                                     **({"shape": "hv"} if steps else {})}})
+        return out
+
+    traces = lines("ooo_cdf", "delay_ms", "cdf")
+    if traces:
         figs.append(("ooo_cdf", "MPTCP-level out-of-order delay per segment (arrival → all lower DSNs "
                      "arrived), CDF; observed in black.",
-                     _layout(f, "OOO delay CDF", "OOO delay (ms)", "fraction of segments")))
+                     _figure(traces, _layout_dict("OOO delay CDF", "OOO delay (ms)", "fraction of segments"))))
 
-    f = go.Figure()
-    for s in sources:
-        g = s["goodput"]
-        if g["t_s"]:
-            f.add_trace(go.Scatter(x=g["t_s"], y=g["mbps"], name=s["source"], mode="lines",
-                                   line={"color": color[s["source"]], "width": width(s), "shape": "hv"}))
-    if f.data:
+    traces = lines("goodput", "t_s", "mbps")
+    if traces:
         figs.append(("goodput", "In-order bytes delivered to the application per 100 ms bin.",
-                     _layout(f, "Goodput over time", "time since connect (s)", "Mbit/s")))
+                     _figure(traces, _layout_dict("Goodput over time", "time since connect (s)", "Mbit/s"))))
 
-    f = go.Figure()
-    for s in sources:
-        fc = s.get("free_cwnd")
-        if fc and fc["t_s"]:
-            f.add_trace(go.Scatter(x=fc["t_s"], y=fc["segments"], name=f"{s['source']} ({fc['path']})",
-                                   mode="lines", line={"color": color[s["source"]], "width": width(s)}))
-    if f.data:
+    traces = lines("free_cwnd", "t_s", "segments", steps=False)
+    if traces:
         figs.append(("burstiness", "Burstiness (STMS §5.1.2): free cwnd (cwnd − in flight) of the fast subflow "
                      "at each ACK it receives; mean per display bucket. Replays only (a capture has no cwnd).",
-                     _layout(f, "Free cwnd of the fast subflow", "time since connect (s)", "segments")))
+                     _figure(traces, _layout_dict("Free cwnd of the fast subflow", "time since connect (s)",
+                                                  "segments"))))
 
     shares = data.get("shares") or {}
     path_names = list(data.get("paths") or sorted({p for sh in shares.values() for p in sh}))
     pcolor = path_colors(path_names)
     if path_names:
-        f = go.Figure()
         srcs = [c["source"] for c in data["columns"] if c["source"] in shares and shares[c["source"]]]
-        for p in path_names:
-            f.add_trace(go.Bar(x=srcs, y=[shares[s].get(p, 0.0) for s in srcs], name=p,
-                               marker_color=pcolor[p]))
-        f.update_layout(barmode="stack")
+        bars = [{"type": "bar", "x": srcs, "y": [shares[s].get(p, 0.0) for s in srcs], "name": p,
+                 "marker": {"color": pcolor[p]}} for p in path_names]
         figs.append(("share", "Share of the data-direction bytes each path carried (at the sender when it "
-                     "was observed).", _layout(f, "Per-path share", "source", "share of bytes")))
+                     "was observed).", _figure(bars, {**_layout_dict("Per-path share", "source", "share of bytes"),
+                                                      "barmode": "stack"})))
 
-    f = go.Figure()
-    for s in sources:
-        q = s["ooo_queue"]
-        if q["t_s"]:
-            f.add_trace(go.Scatter(x=q["t_s"], y=q["bytes"], name=s["source"], mode="lines",
-                                   line={"color": color[s["source"]], "width": width(s), "shape": "hv"}))
-    if f.data:
+    traces = lines("ooo_queue", "t_s", "bytes")
+    if traces:
         figs.append(("ooo_queue", "Receive-side MPTCP out-of-order queue (OTIAS Fig. 5): bytes arrived but "
                      "not yet deliverable in order; max per display bucket.",
-                     _layout(f, "Receive OOO-queue occupancy", "time since connect (s)", "bytes")))
+                     _figure(traces, _layout_dict("Receive OOO-queue occupancy", "time since connect (s)",
+                                                  "bytes"))))
 
     with_buf = [s for s in sources if s.get("buffers") and s["buffers"]["t_snd_s"]]
     if with_buf:

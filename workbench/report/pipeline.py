@@ -37,7 +37,7 @@ import io
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +194,11 @@ def _timelines_span_ns(timelines: Any) -> int | None:
     return max(spans) if spans else None
 
 
-def _summary_row(base: dict[str, Any], events: Any, samples: Any, conn: int | None) -> dict[str, Any]:
-    from workbench.metrics import summarize
-    return base | summarize(events, samples, conn=conn)
+def _summarized(base: dict[str, Any], events: Any, samples: Any, conn: int | None) -> tuple[dict[str, Any], Any]:
+    """A source's metrics row and its `Prepared` connection, which its figures are drawn from too."""
+    from workbench.metrics import prepare, summarize_prepared
+    prep = prepare(events, conn)
+    return base | summarize_prepared(prep, samples), prep
 
 
 def run_job(spec: JobSpec, settings: ReportSettings, progress: Progress | None = None) -> dict[str, Any]:
@@ -261,13 +263,13 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
         conn = cap.main_connection
         ev = cap.connection(conn)
         steps.tick("observed metrics")
-        obs = _summary_row(common | {"source": "observed", "kind": "observed"}, ev, None, conn)
+        obs, obs_prep = _summarized(common | {"source": "observed", "kind": "observed"}, ev, None, conn)
         c = cap.connections.filter(pl.col("conn") == conn).row(0, named=True)
         capture_ns = int(c["end_ns"] - c["start_ns"]) if c["end_ns"] is not None else 0
         if not obs.get("delivered_bytes"):
             # Nothing was delivered (a handshake-only capture): observed row and page, no replay.
             rows.append(obs)
-            fig_sources.append(figures.source_data("observed", "observed", ev, None, conn, settings.max_points))
+            fig_sources.append(figures.source_data("observed", "observed", obs_prep, None, settings.max_points))
             result["status"], result["note"] = "partial", "no data delivered in the capture: nothing to replay"
             _finish(result, rows, fig_sources, None, steps)
             return
@@ -283,7 +285,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
             cap_ns = settings.duration_ns or capture_ns
         observed = (ev, conn)
         rows.append(obs)
-        fig_sources.append(figures.source_data("observed", "observed", ev, None, conn, settings.max_points))
+        fig_sources.append(figures.source_data("observed", "observed", obs_prep, None, settings.max_points))
         direction = "down" if obs.get("data_dir") == "s2c" else "up"  # an upload replays as one
         stack, join_after_ns = _capture_stack(cap, conn, settings.cc, notes)
         try:
@@ -309,13 +311,11 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
     result["paths"] = list(timelines)     # primary first: the order (and colours) of every figure
     steps.tick("path timelines")
 
-    def experiment(name: str, params: dict[str, Any]) -> Any:
-        return timelines_experiment(timelines, workload=workload, scheduler=SchedulerSpec.of(name, params), stack=stack,
-                                    seed=settings.seed, duration_ns=cap_ns, join_after_ns=join_after_ns,
-                                    direction=direction, default_owd_ns=DEFAULT_OWD_NS)
-
     try:
-        base_experiment = experiment("upstream", {})
+        base_experiment = timelines_experiment(
+            timelines, workload=workload, scheduler=SchedulerSpec.of("upstream", {}), stack=stack,
+            seed=settings.seed, duration_ns=cap_ns, join_after_ns=join_after_ns, direction=direction,
+            default_owd_ns=DEFAULT_OWD_NS)
     except InputError as e:
         if observed is None:
             raise
@@ -330,11 +330,12 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
     model = get_backend("model")
     sched_rows: list[dict[str, Any]] = []
     for name in settings.schedulers:
-        r = model.run(experiment(name, settings.params_of(name)))
-        row = _summary_row(common | {"source": name, "kind": "scheduler", "params": params_text(name, settings)},
-                           r.events, r.samples, None)
+        # Only the scheduler differs between the replays: the path configs are converted once.
+        r = model.run(replace(base_experiment, scheduler=SchedulerSpec.of(name, settings.params_of(name))))
+        row, prep = _summarized(common | {"source": name, "kind": "scheduler", "params": params_text(name, settings)},
+                                r.events, r.samples, None)
         sched_rows.append(row)
-        fig_sources.append(figures.source_data(name, "scheduler", r.events, r.samples, None, settings.max_points))
+        fig_sources.append(figures.source_data(name, "scheduler", prep, r.samples, settings.max_points))
         steps.tick(f"replay {name}")
     base_rows: list[dict[str, Any]] = []
     if settings.kernel:
@@ -343,8 +344,8 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
     if settings.baselines:
         base = {name: model.run(e) for name, e in _baseline_experiments(base_experiment).items()}
         for pname, r in base.items():
-            row = _summary_row(common | {"source": f"baseline:{pname}", "kind": "baseline"}, r.events, r.samples,
-                               None)
+            row, _ = _summarized(common | {"source": f"baseline:{pname}", "kind": "baseline"}, r.events, r.samples,
+                                 None)
             base_rows.append(row)
         single_bps = [float(b.get("goodput_mbps") or 0.0) for b in base_rows]
         if single_bps and any(single_bps):
@@ -375,8 +376,8 @@ def _kernel_rows(e: Any, common: dict[str, Any], model_rows: list[dict[str, Any]
         notes.append(f"kernel: not run ({_one_line(err)})")
         return []
     notes.extend(f"kernel: {w}" for w in run.warnings)
-    row = _summary_row(common | {"source": "kernel", "kind": "kernel", "params": "upstream (real Linux kernel)"},
-                       run.events, None, None)
+    row, prep = _summarized(common | {"source": "kernel", "kind": "kernel", "params": "upstream (real Linux kernel)"},
+                            run.events, None, None)
     row["emulation_ok"] = bool(run.counters.get("emulation_ok", True))
     model_row = next((r for r in model_rows if r.get("source") == "upstream"), None)
     if model_row is not None:
@@ -384,7 +385,7 @@ def _kernel_rows(e: Any, common: dict[str, Any], model_rows: list[dict[str, Any]
             k, m = row.get(key), model_row.get(key)
             if k is not None and m is not None:
                 model_row[f"vs_kernel_{key}"] = float(m) - float(k)
-    fig_sources.append(figures.source_data("kernel", "kernel", run.events, None, None, settings.max_points))
+    fig_sources.append(figures.source_data("kernel", "kernel", prep, None, settings.max_points))
     return [row]
 
 

@@ -506,15 +506,16 @@ def kernel_available() -> str | None:
 
 def compute_kernel(setup: ReplaySetup) -> dict[str, Any]:
     """The real kernel (upstream scheduler) on the same experiment: its metrics row, kind "kernel"."""
-    from workbench.metrics import summarize
+    from workbench.metrics import prepare, summarize_prepared
     from workbench.report.figures import source_data
 
     r = setup.run("upstream", backend="kernel")
+    prep = prepare(r.events)
     row = {"source": "kernel", "kind": "kernel", "params": "upstream (real Linux kernel)"}
-    row |= dict(summarize(r.events))
+    row |= dict(summarize_prepared(prep))
     row["completed"] = bool(r.counters.get("completed", True))
     row["emulation_ok"] = bool(r.counters.get("emulation_ok", True))
-    return {"row": row, "figures": source_data("kernel", "kernel", r.events, None, None, _MAX_POINTS),
+    return {"row": row, "figures": source_data("kernel", "kernel", prep, None, _MAX_POINTS),
             "wall_s": float(r.provenance.get("wall_s") or 0.0), "warnings": list(r.warnings)}
 
 
@@ -532,14 +533,15 @@ def sent_bytes(cap: Any, conn: int, overview: dict[str, Any]) -> int:
 def compute_replay(setup: ReplaySetup, spec: ReplaySpec) -> dict[str, Any]:
     """Replay ``setup`` with one scheduler; returns the metrics row (`summarize`, plus the scheduler's
     parameters) and the figure series (`workbench.report.figures.source_data`), plain data."""
-    from workbench.metrics import summarize
+    from workbench.metrics import prepare, summarize_prepared
     from workbench.report.figures import source_data
 
     r = setup.run(spec.scheduler, spec.params)
+    prep = prepare(r.events)
     row = {"source": spec.scheduler, "kind": "scheduler", "params": params_text(spec.params)}
-    row |= dict(summarize(r.events, r.samples))
+    row |= dict(summarize_prepared(prep, r.samples))
     row["completed"] = bool(r.counters.get("completed"))
-    return {"row": row, "figures": source_data(spec.scheduler, "scheduler", r.events, r.samples, None, _MAX_POINTS),
+    return {"row": row, "figures": source_data(spec.scheduler, "scheduler", prep, r.samples, _MAX_POINTS),
             "wall_s": float(r.provenance.get("wall_s") or 0.0)}
 
 
@@ -577,12 +579,12 @@ def replay_scheduler(timelines_key: str, setup: ReplaySetup, spec: ReplaySpec) -
 
 def compute_observed(cap: Any, conn: int) -> dict[str, Any]:
     """The observed row and figure series of the capture's connection (same functions as replays)."""
-    from workbench.metrics import summarize
+    from workbench.metrics import prepare, summarize_prepared
     from workbench.report.figures import source_data
 
-    ev = cap.connection(conn)
-    row = {"source": "observed", "kind": "observed"} | dict(summarize(ev, conn=conn))
-    return {"row": row, "figures": source_data("observed", "observed", ev, None, conn, _MAX_POINTS)}
+    prep = prepare(cap.connection(conn), conn)
+    row = {"source": "observed", "kind": "observed"} | dict(summarize_prepared(prep))
+    return {"row": row, "figures": source_data("observed", "observed", prep, None, _MAX_POINTS)}
 
 
 @st.cache_data(show_spinner=False, max_entries=16, ttl=3600)
