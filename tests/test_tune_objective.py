@@ -13,8 +13,17 @@ import pytest
 from workbench.errors import InputError
 from workbench.tune import objective as obj_mod
 from workbench.tune.inputs import load_inputs, parse_workload
-from workbench.tune.objective import MetricMissing, TrialObjective, aggregate, measure, resolve_objectives
+from workbench.tune.objective import (
+    OBJECTIVES,
+    MetricMissing,
+    TrialObjective,
+    aggregate,
+    measure,
+    resolve_objectives,
+)
 from workbench.tune.space import Dim
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _scenario(path: Path, slow_owd_ms: float, duration_s: float = 0.6) -> str:
@@ -54,6 +63,9 @@ def test_parse_workload() -> None:
             parse_workload(bad)
 
 
+_KEYS = [o.metric for o in OBJECTIVES.values()]
+
+
 # redundant: every segment on both paths, so half the receiver's rows are duplicates (which goodput
 # leaves out and the OOO summary counts); measure derives the segments once for both
 @pytest.mark.parametrize("scheduler", ["stms_a", "redundant"])
@@ -65,10 +77,48 @@ def test_measure_matches_summarize(tmp_path: Path, scheduler: str) -> None:
     r = get_backend("model").run(inp.for_trial(scheduler, seed=0))
     if scheduler == "redundant":
         assert r.events.filter(pl.col("point") == "rcv")["dsn"].drop_nulls().is_duplicated().any()
-    keys = ["goodput_mbps", "completion_s", "ooo_mean_ms", "ooo_p95_ms", "ooo_p99_ms", "app_delay_mean_ms",
-            "app_delay_p95_ms"]
     full = summarize(r.events)
-    assert measure(r.events, keys) == {k: full[k] for k in keys}
+    assert measure(r.events, _KEYS) == {k: full[k] for k in _KEYS}
+    # each metric alone: measure derives only what the metric needs (the segments, the start time, the
+    # sender's first transmissions), and the same values come out of every subset
+    for k in _KEYS:
+        assert measure(r.events, [k]) == {k: full[k]}
+    assert measure(r.events, ["app_delay_p95_ms", "ooo_p99_ms"]) == {k: full[k] for k in ("app_delay_p95_ms",
+                                                                                            "ooo_p99_ms")}
+
+
+def test_measure_picks_the_main_connection_as_summarize_does(tmp_path: Path) -> None:
+    """Several connections in one table (captures can have them; replays have one): measure scores the
+    one carrying the most data, with the same values as that connection's table alone."""
+    from workbench.backends import get_backend
+    from workbench.metrics import summarize
+
+    inp = load_inputs([_scenario(tmp_path / "a.json", 60)])[0]
+    big = get_backend("model").run(inp.for_trial("stms_a", seed=0)).events
+    small = get_backend("model").run(inp.for_trial("redundant", seed=0)).events
+    small = small.filter(pl.col("t_ns") < small["t_ns"].max() // 3)  # type: ignore[operator]
+    alone = measure(big, _KEYS)
+    assert alone["goodput_mbps"] and alone["app_delay_p95_ms"]
+    # the main connection neither the first in the table nor the lowest number
+    both = pl.concat([small.with_columns(pl.lit(0, pl.UInt32).alias("conn")),
+                      big.with_columns(pl.lit(5, pl.UInt32).alias("conn"))])
+    full = summarize(both)
+    assert full["conn"] == 5
+    assert measure(both, _KEYS) == {k: full[k] for k in _KEYS} == alone
+
+
+def test_measure_matches_summarize_on_a_capture_pair() -> None:
+    """A real capture pair: both observation points, losses, retransmissions and reinjections that a
+    replay of a constant path rarely has."""
+    from workbench.capture import load
+    from workbench.metrics import summarize
+
+    lab = ROOT / "traces" / "lab" / "c01"  # bundled: always there
+    events = load(lab / "server.pcap", peer=lab / "client.pcap").events
+    full = summarize(events)
+    got = measure(events, _KEYS)
+    assert got == {k: full[k] for k in _KEYS}
+    assert all(v is not None for v in got.values()), got
 
 
 def test_trial_records_every_input_and_aggregates(tmp_path: Path) -> None:

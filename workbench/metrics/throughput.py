@@ -25,6 +25,7 @@ from workbench.metrics.ooo import ooo_segments
 __all__ = [
     "DEFAULT_BIN_NS",
     "app_delay",
+    "app_delay_stats",
     "app_delay_summary",
     "goodput",
     "goodput_from_data_acks",
@@ -228,8 +229,14 @@ def app_delay_from_segments(ev: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame
 def app_delay_summary(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     """Application delay per connection: app_delay_{n,min,mean,p50,p95,p99,max}(_ms). DRePaS reports
     the mean and the max. Empty when `app_delay` is."""
+    return app_delay_stats(app_delay(events, conn))
+
+
+def app_delay_stats(delays: pl.DataFrame) -> pl.DataFrame:
+    """`app_delay_summary` of an `app_delay` table (e.g. from `app_delay_from_segments` with segments
+    derived once for several metrics)."""
     return (
-        app_delay(events, conn)
+        delays
         .group_by("conn")
         .agg(*quantile_aggs("app_delay_ns", "app_delay_", "_ms", 1e6))
         .sort("conn")

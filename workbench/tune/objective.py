@@ -183,38 +183,56 @@ def _finite(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+# The PacketEvents columns the metrics `measure` computes read (`ooo_segments` checks for the first ten,
+# `goodput_from_segments` reads data_fin). The others (seq, ack, timestamps, OWDs, ...) are dropped
+# first, so no filter or join of a trial copies them: about half the table's width.
+_MEASURED_COLUMNS = ("t_ns", "conn", "subflow", "path", "dir", "point", "payload_bytes", "dsn", "data_ack", "flags",
+                     "data_fin")
+
+
+def _main_conn(events: Any) -> int:
+    """`main_connection`, without its group-by over every row when the table holds one connection (a
+    replay always does) that has rows other than drops."""
+    from workbench.metrics import main_connection
+
+    conns = events["conn"].unique()
+    if conns.len() == 1 and conns.null_count() == 0 and (events["point"] != "drop").any():
+        return int(conns[0])
+    return main_connection(events)
+
+
 def measure(events: Any, metrics: Sequence[str]) -> dict[str, float | None]:
     """The named `summarize` metrics of the main connection, computing only the groups needed
-    (`summarize` computes everything: RTTs, bursts, ... — 3x the time of a tuning replay's needs)."""
+    (`summarize` computes everything: RTTs, bursts, ... — 3x the time of a tuning replay's needs).
+
+    Starts, as `summarize` does, from `prepare`: the connection tagged with its data direction once,
+    and the receiver's segments and time origin derived once for goodput, the OOO summary and the
+    application delay alike."""
     import polars as pl
 
-    from workbench.metrics import app_delay_summary, main_connection
-    from workbench.metrics._common import select_conn, start_times
-    from workbench.metrics.ooo import ooo_segments, summarize_segments
-    from workbench.metrics.throughput import goodput_from_segments
+    from workbench.metrics import prepare
+    from workbench.metrics.ooo import summarize_segments
+    from workbench.metrics.throughput import app_delay_from_segments, app_delay_stats, goodput_from_segments
 
     want = set(metrics)
     out: dict[str, float | None] = {}
-    conn = main_connection(events)
-    want_goodput = bool(want & {"goodput_mbps", "completion_s"})
-    want_ooo = bool(want & {"ooo_mean_ms", "ooo_p95_ms", "ooo_p99_ms"})
-    # `goodput` and `ooo_summary` each derive the receiver's segments (most of a trial's time); derived
-    # once here and handed to both, as `goodput(events, conn)` and `ooo_summary(events, conn)` do.
-    ev = select_conn(events, conn)
-    seg_all = ooo_segments(ev, include_duplicates=True) if want_goodput or want_ooo else None
-    if want_goodput and seg_all is not None:
-        g = goodput_from_segments(ev, seg_all.filter(~pl.col("is_duplicate")), start_times(ev))
+    narrow = events.select([c for c in _MEASURED_COLUMNS if c in events.columns])
+    prep = prepare(narrow, _main_conn(narrow))
+    if want & {"goodput_mbps", "completion_s"}:
+        g = goodput_from_segments(prep.events, prep.firsts, prep.start)
         row = g.row(0, named=True) if g.height else {}
         bps = _finite(row.get("goodput_bps"))
         out["goodput_mbps"] = bps / 1e6 if bps is not None else None
         out["completion_s"] = _finite(row.get("completion_s"))
-    if want_ooo and seg_all is not None:
-        o = summarize_segments(seg_all)
+    if want & {"ooo_mean_ms", "ooo_p95_ms", "ooo_p99_ms"}:
+        o = summarize_segments(prep.segments)
         row = o.row(0, named=True) if o.height else {}
         for stat in ("mean", "p95", "p99"):
             out[f"ooo_{stat}_ms"] = _finite(row.get(f"ooo_delay_{stat}_ms"))
     if want & {"app_delay_mean_ms", "app_delay_p95_ms"}:
-        a = app_delay_summary(events, conn)
+        # `app_delay`'s segments: first copies that became deliverable
+        delivered = prep.firsts.filter(pl.col("t_deliverable_ns").is_not_null())
+        a = app_delay_stats(app_delay_from_segments(prep.events, delivered))
         row = a.row(0, named=True) if a.height else {}
         out["app_delay_mean_ms"] = _finite(row.get("app_delay_mean_ms"))
         out["app_delay_p95_ms"] = _finite(row.get("app_delay_p95_ms"))
