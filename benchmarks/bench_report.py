@@ -7,6 +7,13 @@ Usage: bench_report.py [INPUT ...] [--schedulers all] [--jobs-list 1,2] [--engin
 (``run_network(engine="python")``, patched in the report process; use it with ``--jobs-list 1``, since
 worker processes may not inherit the patch) against the default (the compiled engine).
 
+``--against DIR`` also times the same report in another checkout of the project (with its own
+``.venv``, made by its ``scripts/setup.sh``), e.g. the commit the issue was measured at, and prints the
+speed-up against it:
+
+    git worktree add /tmp/base b9bf175 && bash /tmp/base/scripts/setup.sh
+    .venv/bin/python benchmarks/bench_report.py --against /tmp/base
+
 Each run is a fresh Python process (interpreter start, imports, discovery, every replay, pages,
 index, tables), as a user's ``workbench report`` would be; the parse cache is warmed by a first
 untimed run so both timings replay the same way. Prints the wall time per setting, the speed-up,
@@ -36,10 +43,26 @@ if __name__ == "__main__":
 """
 
 
-def run(out: Path, jobs: int, schedulers: str, inputs: list[str], *, engine: str = "auto") -> tuple[float, str]:
+# The same report in another checkout, whose code may predate the engine switch.
+_RUN_PLAIN = """
+import sys
+from workbench.report import resolve_settings, run_report
+if __name__ == "__main__":
+    out, jobs, scheds, *inputs = sys.argv[1:]
+    o = run_report(inputs, out, resolve_settings(scheds), jobs=int(jobs), show_progress=False)
+    print(o.n_inputs, o.n_ok, o.n_partial, o.n_failed)
+"""
+
+
+def run(out: Path, jobs: int, schedulers: str, inputs: list[str], *, engine: str = "auto",
+        checkout: Path | None = None) -> tuple[float, str]:
+    if checkout is None:
+        cmd, cwd = [sys.executable, "-c", _RUN, str(out), str(jobs), schedulers, engine, *inputs], REPO
+    else:
+        cmd = [str(checkout / ".venv" / "bin" / "python"), "-c", _RUN_PLAIN, str(out), str(jobs), schedulers, *inputs]
+        cwd = checkout
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", _RUN, str(out), str(jobs), schedulers, engine, *inputs],
-                       check=True, capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=cwd)
     return time.perf_counter() - t0, p.stdout.strip()
 
 
@@ -49,27 +72,40 @@ def main() -> None:
     ap.add_argument("--schedulers", default="all")
     ap.add_argument("--jobs-list", default="1,2")
     ap.add_argument("--engines", default="auto", help="comma-separated: auto (compiled), python")
+    ap.add_argument("--against", type=Path, help="another checkout (with its .venv) to time the same report in")
     args = ap.parse_args()
+    inputs = [str(Path(i).resolve()) for i in args.inputs]  # the other checkout runs in its own folder
     import polars as pl
 
     with tempfile.TemporaryDirectory() as tmp:
-        run(Path(tmp) / "warm", 2, "minrtt", args.inputs)  # warms the parsed-capture cache
+        run(Path(tmp) / "warm", 2, "minrtt", inputs)  # warms the parsed-capture cache
+        if args.against is not None:
+            run(Path(tmp) / "warm-against", 2, "minrtt", inputs, checkout=args.against)
         times: dict[str, float] = {}
         tables: dict[str, pl.DataFrame] = {}
-        for engine in args.engines.split(","):
-            for jobs in (int(j) for j in args.jobs_list.split(",")):
-                label = f"--jobs {jobs}, engine {engine}"
-                out = Path(tmp) / f"jobs{jobs}-{engine}"
-                wall, counts = run(out, jobs, args.schedulers, args.inputs, engine=engine)
-                times[label] = wall
-                tables[label] = pl.read_parquet(out / "metrics.parquet")
-                n, ok, partial, failed = counts.split()
-                print(f"{label}: {wall:6.1f} s  ({n} inputs: {ok} replayed, {partial} without replay, "
-                      f"{failed} failed; {tables[label].height} metric rows)", flush=True)
+        settings = [(engine, jobs, None) for engine in args.engines.split(",")
+                    for jobs in (int(j) for j in args.jobs_list.split(","))]
+        if args.against is not None:
+            settings = [("-", jobs, args.against) for jobs in (int(j) for j in args.jobs_list.split(","))] + settings
+        for engine, jobs, checkout in settings:
+            label = (f"--jobs {jobs}, engine {engine}" if checkout is None
+                     else f"--jobs {jobs}, checkout {checkout}")
+            out = Path(tmp) / f"jobs{jobs}-{engine}-{checkout is not None}"
+            wall, counts = run(out, jobs, args.schedulers, inputs, engine=engine, checkout=checkout)
+            times[label] = wall
+            tables[label] = pl.read_parquet(out / "metrics.parquet")
+            n, ok, partial, failed = counts.split()
+            print(f"{label}: {wall:6.1f} s  ({n} inputs: {ok} replayed, {partial} without replay, "
+                  f"{failed} failed; {tables[label].height} metric rows)", flush=True)
         first = next(iter(times))
-        for label, wall in times.items():
-            if label != first:
-                print(f"speed-up {label} vs {first}: {times[first] / wall:.2f}x")
+        for (_, jobs, checkout), (label, wall) in zip(settings, times.items(), strict=True):
+            # against the other checkout at the same --jobs, else against the first setting
+            ref_label = f"--jobs {jobs}, checkout {args.against}" if args.against is not None else first
+            if checkout is None and label != ref_label:
+                print(f"speed-up {label} vs {ref_label}: {times[ref_label] / wall:.2f}x")
+        if args.against is not None:  # another version of the code: its numbers may differ (it is not checked)
+            tables = {k: v for k, v in tables.items() if "checkout" not in k}
+            first = next(iter(tables))
         ref = tables[first]
         same = all(t.equals(ref) for t in tables.values())
         print(f"metrics tables identical across runs: {same}")
