@@ -14,6 +14,7 @@ pub mod record;
 pub mod sched;
 pub mod series;
 pub mod tcp;
+pub mod winmap;
 pub mod workload;
 
 #[cfg(feature = "python")]

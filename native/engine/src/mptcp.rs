@@ -71,6 +71,12 @@ pub struct Conn {
     pub n_penalized: i64,
     pub n_meta_rto: i64,
     pub n_decisions: i64,
+    /// Counts what may have changed a subflow since a scheduler last scanned them (`MinRtt` keeps its
+    /// last scan for the decision right after it): +1 when `push` applied a decision, which changed
+    /// only subflow `applied_sf`; +2 for anything else a scheduler can meet: a new `push` (events
+    /// ran since), a penalization, a scheduler's own `on_applied`, a plug-in's write to a subflow.
+    pub sched_epoch: u64,
+    pub applied_sf: usize,
     /// Keep DATA_ACKed segments (a Python plug-in may read any segment, as in the Python engine).
     pub keep_acked: bool,
 }
@@ -114,6 +120,8 @@ impl Conn {
             n_penalized: 0,
             n_meta_rto: 0,
             n_decisions: 0,
+            sched_epoch: 0,
+            applied_sf: 0,
             keep_acked: false,
         }
     }
@@ -279,6 +287,7 @@ impl Engine {
     // ---------------------------------------------------------------- scheduling
     /// mptcp_write_xmit: apply scheduler decisions until it says wait or nothing changes.
     pub(crate) fn push(&mut self, now: i64) {
+        self.conn.sched_epoch += 2;
         if self.conn.in_push {
             self.conn.push_again = true; // re-entered from inside a decision: loop once more
             return;
@@ -294,8 +303,11 @@ impl Engine {
                 // guard against a scheduler that never says "wait"
                 let Some(d) = sched.select(self, &views) else { break };
                 let k = self.apply(d, now);
+                self.conn.sched_epoch += 1;
+                self.conn.applied_sf = d.sf;
                 if self.sched_on_applied {
                     sched.on_applied(self, d, k);
+                    self.conn.sched_epoch += 2;
                 }
                 if k == 0 {
                     break;
@@ -417,6 +429,7 @@ impl Engine {
             x.ssthresh = (x.ssthresh / 2).max(2);
         }
         self.conn.n_penalized += 1;
+        self.conn.sched_epoch += 2;
     }
 
     pub fn wake_at(&mut self, t_ns: i64) {

@@ -548,6 +548,7 @@ impl SubflowView {
             _ => return Err(not_writable("SubflowView", name, SF_READ_ONLY)),
         };
         let e = eng_mut!(p);
+        e.conn.sched_epoch += 2; // a scheduler's remembered scan no longer holds (`Conn::sched_epoch`)
         let (s, c) = (&mut e.sfs[self.index], &mut e.ccs[self.index]);
         match (name, v) {
             ("established", Field::Bool(x)) => c.established = x,

@@ -7,11 +7,8 @@
 //! link, and a delayed-ACK timer to schedule, for the caller (the engine's event loop) to act on.
 //! Integer arithmetic follows Python's (floor division) so results are the Python engine's exactly.
 
-// FxHash: the out-of-order maps are looked up for every in-order segment; SipHash (the std default,
-// DoS-resistant) cost 5 % of the bench scenario and keys here are not attacker-chosen.
-use rustc_hash::FxHashMap as HashMap;
-
 use crate::events::{Fired, Timer};
+use crate::winmap::WindowMap;
 
 const TCP_MAX_QUICKACKS: i64 = 16;
 /// The `sack` field of an ACK: none, or a DSACK (answering a duplicate segment).
@@ -60,7 +57,7 @@ pub struct ConnReceiver {
     pub rcv_buf_bytes: i64,
     pub wnd_init: i64,
     pub rcv_nxt: i64,
-    ooo: HashMap<i64, i64>, // dsn -> end
+    ooo: WindowMap<i64>, // dsn -> end
     pub ooo_bytes: i64,
     pub max_ooo_bytes: i64,
     pub delivered_t_ns: i64,
@@ -87,7 +84,7 @@ impl ConnReceiver {
             rcv_buf_bytes,
             wnd_init,
             rcv_nxt: 0,
-            ooo: HashMap::default(),
+            ooo: WindowMap::new(mss_bytes),
             ooo_bytes: 0,
             max_ooo_bytes: 0,
             delivered_t_ns: 0,
@@ -106,7 +103,7 @@ impl ConnReceiver {
         let nxt = self.rcv_nxt;
         if dsn == nxt {
             let mut nxt = dsn + plen;
-            while let Some(e) = self.ooo.remove(&nxt) {
+            while let Some(e) = self.ooo.remove(nxt) {
                 self.ooo_bytes -= e - nxt;
                 nxt = e;
             }
@@ -115,8 +112,7 @@ impl ConnReceiver {
             return false;
         }
         if dsn > nxt {
-            if let std::collections::hash_map::Entry::Vacant(v) = self.ooo.entry(dsn) {
-                v.insert(dsn + plen);
+            if self.ooo.insert_new(dsn, dsn + plen) {
                 self.ooo_bytes += plen;
                 if self.ooo_bytes > self.max_ooo_bytes {
                     self.max_ooo_bytes = self.ooo_bytes;
@@ -144,7 +140,7 @@ pub struct SubflowReceiver {
     delack_ns: i64,
     quickack_on_meta_ooo: bool,
     pub rcv_nxt: i64,
-    ooo: HashMap<i64, (i64, i64)>, // segment -> (dsn, plen)
+    ooo: WindowMap<(i64, i64)>, // segment -> (dsn, plen)
     unacked: i64,
     quick: i64,
     last_data_ns: i64,
@@ -179,7 +175,7 @@ impl SubflowReceiver {
             delack_ns,
             quickack_on_meta_ooo,
             rcv_nxt: 0,
-            ooo: HashMap::default(),
+            ooo: WindowMap::new(1),
             unacked: 0,
             quick: TCP_MAX_QUICKACKS,
             last_data_ns: -1,
@@ -210,7 +206,7 @@ impl SubflowReceiver {
         }
         self.rcv_space = copied;
         let mut win = rcvbuf_grow_window(copied, old);
-        if let Some(&top) = self.ooo.keys().max() {
+        if let Some(top) = self.ooo.iter().map(|(i, _)| i).max() {
             win += (top + 1 - self.rcv_nxt) * mss;
         }
         if win > self.wnd_cap {
@@ -277,7 +273,7 @@ impl Receiver {
         if copied > old {
             m.drs_space = copied;
             let mut win = rcvbuf_grow_window(copied, old);
-            if let Some(&top) = m.ooo.values().max() {
+            if let Some(top) = m.ooo.iter().map(|(_, end)| end).max() {
                 win += top - m.rcv_nxt;
             }
             let cap = m.rcv_buf_bytes;
@@ -340,7 +336,7 @@ impl Receiver {
             r.rcv_nxt = i + 1;
             let mut now_ack = false;
             if !r.ooo.is_empty() {
-                while let Some((d, ln)) = r.ooo.remove(&r.rcv_nxt) {
+                while let Some((d, ln)) = r.ooo.remove(r.rcv_nxt) {
                     r.rcv_nxt += 1;
                     if self.meta.deliver(d, ln, now) {
                         meta_ooo = true;
@@ -374,7 +370,7 @@ impl Receiver {
             Out::default()
         } else if i > rcv_nxt {
             let r = &mut self.subflows[k];
-            r.ooo.entry(i).or_insert((dsn, plen));
+            r.ooo.insert_new(i, (dsn, plen));
             Out { ack: Some(r.ack(&mut self.meta, now, i)), delack_at: None }
         } else {
             let r = &mut self.subflows[k];

@@ -87,22 +87,31 @@ impl Segs {
 }
 
 /// Subflow `k`'s sender state other than what the congestion control shares (`cc::Subflow`).
+///
+/// Laid out (`repr(C)`, cache-line aligned) so that the fields a scheduler's scan over all subflows
+/// reads on every decision (`lowest_rtt_available`, `select_class`) share one cache line; left to
+/// the compiler, the flags went to the end of the struct, a second line per subflow and decision.
+#[repr(C, align(64))]
 pub struct Sender {
+    // kept current for schedulers (Python: plain slots); the first cache line
+    pub in_flight: i64,
+    pub queued_bytes: i64,
+    pub mss: i64,
+    pub srtt_ns: i64,
+    pub packets_out: i64,
+    pub queued: i64,
     pub index: usize,
+    pub backup: bool,
+    pub pf: bool,
+    pub stale: bool,
+    pub ca_state: u8,
+    pub dirty: bool,
+    // the rest
     pub name: String,
     pub data_link: u32,
-    pub mss: i64,
     pub hdr_bytes: i64,
-    pub backup: bool,
-    pub dirty: bool,
     pub segs: Segs,
     pub end: i64,
-    // kept current for schedulers (Python: plain slots)
-    pub packets_out: i64,
-    pub in_flight: i64,
-    pub queued: i64,
-    pub queued_bytes: i64,
-    pub srtt_ns: i64,
     pub write_bytes: i64,
     // scoreboard
     pub sacked_out: i64,
@@ -116,7 +125,6 @@ pub struct Sender {
     pub n_lost_retrans: i64,
     // congestion state
     pub cwnd_max_seen: i64,
-    pub ca_state: u8,
     pub high_seq: i64,
     pub prior_cwnd: i64,
     pub prior_ssthresh: i64,
@@ -143,10 +151,8 @@ pub struct Sender {
     pub n_tlp: i64,
     // availability and bookkeeping
     pub start_ns: i64,
-    pub pf: bool,
     pub last_ack_ns: i64,
     pub ts_ack_ns: i64,
-    pub stale: bool,
     pub stale_count: i64,
     pub stale_ts: i64,
     pub delivered_bytes: i64,

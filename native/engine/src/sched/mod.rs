@@ -447,32 +447,57 @@ pub fn get_available_subflow(e: &Engine, subflows: &[usize], mut mask: u64, has_
     }
 }
 
-/// minRTT's scan for new data: (the lowest-srtt available active subflow, whether an active one was
-/// temporarily busy, how many backups there are).
-pub fn lowest_rtt_available(e: &Engine, subflows: &[usize]) -> (Option<usize>, bool, i64) {
-    let mut best = None;
-    let mut best_rtt = INF;
+/// What minRTT's scan makes of one subflow.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    Backup,
+    /// Not established, or potentially failed: not considered.
+    Out,
+    /// Active but temporarily busy (Loss state, cwnd full, or its queue fills the cwnd room).
+    Busy,
+    Available,
+}
+
+/// minRTT's test of one subflow (`lowest_rtt_available` and its shortcut in `MinRtt::select`).
+#[inline]
+pub fn standing(x: &SfView) -> Standing {
+    if x.backup() {
+        return Standing::Backup;
+    }
+    if !x.established() || x.pf() {
+        return Standing::Out;
+    }
+    let (inflight, cwnd) = (x.in_flight(), x.cwnd());
+    if x.ca_state() == CA_LOSS || inflight >= cwnd || x.queued_bytes() >= (cwnd - inflight) * x.mss() {
+        return Standing::Busy;
+    }
+    Standing::Available
+}
+
+/// minRTT's scan for new data: the lowest-srtt available active subflow (the first of equals), the
+/// best of the other available ones (the runner-up), whether an active one was temporarily busy, how
+/// many backups there are.
+pub fn lowest_rtt_available(e: &Engine, subflows: &[usize]) -> (Option<usize>, Option<usize>, bool, i64) {
+    let (mut best, mut runner_up) = (None, None);
+    let (mut best_rtt, mut runner_up_rtt) = (INF, INF);
     let mut busy = false;
     let mut n_backup = 0;
     for &k in subflows {
         let x = e.sf(k);
-        if x.backup() {
-            n_backup += 1;
-            continue;
-        }
-        if !x.established() || x.pf() {
-            continue;
-        }
-        let (inflight, cwnd) = (x.in_flight(), x.cwnd());
-        if x.ca_state() == CA_LOSS || inflight >= cwnd || x.queued_bytes() >= (cwnd - inflight) * x.mss() {
-            busy = true;
-            continue;
-        }
-        let r = x.srtt_us8();
-        if r < best_rtt {
-            best = Some(k);
-            best_rtt = r;
+        match standing(&x) {
+            Standing::Backup => n_backup += 1,
+            Standing::Out => {}
+            Standing::Busy => busy = true,
+            Standing::Available => {
+                let r = x.srtt_us8();
+                if r < best_rtt {
+                    (runner_up, runner_up_rtt) = (best, best_rtt);
+                    (best, best_rtt) = (Some(k), r);
+                } else if r < runner_up_rtt {
+                    (runner_up, runner_up_rtt) = (Some(k), r);
+                }
+            }
         }
     }
-    (best, busy, n_backup)
+    (best, runner_up, busy, n_backup)
 }
