@@ -190,17 +190,6 @@ _MEASURED_COLUMNS = ("t_ns", "conn", "subflow", "path", "dir", "point", "payload
                      "data_fin")
 
 
-def _main_conn(events: Any) -> int:
-    """`main_connection`, without its group-by over every row when the table holds one connection (a
-    replay always does) that has rows other than drops."""
-    from workbench.metrics import main_connection
-
-    conns = events["conn"].unique()
-    if conns.len() == 1 and conns.null_count() == 0 and (events["point"] != "drop").any():
-        return int(conns[0])
-    return main_connection(events)
-
-
 def measure(events: Any, metrics: Sequence[str]) -> dict[str, float | None]:
     """The named `summarize` metrics of the main connection, computing only the groups needed
     (`summarize` computes everything: RTTs, bursts, ... — 3x the time of a tuning replay's needs).
@@ -217,7 +206,7 @@ def measure(events: Any, metrics: Sequence[str]) -> dict[str, float | None]:
     want = set(metrics)
     out: dict[str, float | None] = {}
     narrow = events.select([c for c in _MEASURED_COLUMNS if c in events.columns])
-    prep = prepare(narrow, _main_conn(narrow))
+    prep = prepare(narrow)
     if want & {"goodput_mbps", "completion_s"}:
         g = goodput_from_segments(prep.events, prep.firsts, prep.start)
         row = g.row(0, named=True) if g.height else {}
