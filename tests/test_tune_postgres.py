@@ -31,6 +31,8 @@ from typing import Any
 import optuna
 import pytest
 
+from workbench.tune.study import HEARTBEAT_ATTR
+
 CLI = [sys.executable, "-m", "workbench.tune.cli"]
 ENV = {**os.environ, "POLARS_MAX_THREADS": "1"}
 
@@ -148,12 +150,23 @@ def test_two_workers_sigkill_one_mid_trial_and_restart(postgres: str, tmp_path: 
                 running = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
                 if len(running) == 2:  # both workers are mid-trial: A's is one of them
                     os.kill(a.pid, signal.SIGKILL)
-                    killed_trial = {t.number for t in running}
-                    break
+                    a.wait(30)
+                    t_dead, t_kill = time.time(), time.monotonic()
+                    # A's trial is the one left behind: B's running trial beats every 0.5 s or ends,
+                    # a dead worker's does neither (and is stale only 2 s after its last beat).
+                    time.sleep(1.0)
+                    orphans = {t.number for t in _trials(postgres, study)
+                               if t.state == optuna.trial.TrialState.RUNNING and t.number in {r.number for r in running}
+                               and float(t.user_attrs.get(HEARTBEAT_ATTR, 0.0)) < t_dead}
+                    if orphans:
+                        killed_trial = orphans
+                        break
+                    # A finished its trial between the query and the kill (a trial takes ~0.3 s): it died
+                    # with nothing running. Start it again and wait for another moment.
+                    a = subprocess.Popen(args[0], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                         env=ENV)
             time.sleep(0.05)
         assert killed_trial is not None, "no moment with both workers mid-trial"
-        a.wait(30)
-        t_kill = time.monotonic()
         before = {t.number: (t.state, t.values, t.params) for t in _trials(postgres, study) if t.state.is_finished()}
         # Restart the killed worker (a new process, same command line) while B goes on.
         c = subprocess.run(args[2], capture_output=True, text=True, env=ENV, timeout=400)
