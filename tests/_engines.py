@@ -1,19 +1,22 @@
-"""Holding the compiled engine (native/engine, `workbench_core.run_model`) to the Python engine: the
-same run through both must give the same summary (every counter but the wall time), the same
-PacketEvents and SAMPLES tables row for row, and the same scheduler observations.
+"""Holding a scheduler's compiled port (native/engine/src/sched/*.rs, ``engine="compiled"``) to its Python
+class (workbench/schedulers/*.py) run inside the same compiled engine through the plug-in bridge
+(native/engine/src/py_sched.rs, ``engine="bridge"``): the same run through both must give the same
+summary (every counter but the wall time), the same PacketEvents and SAMPLES tables row for row, and the
+same scheduler observations, value types included. The engine around the scheduler is the same code on
+both sides, so a difference is the port's (or the bridge's) bug, never noise: both are deterministic.
 
 `scenarios()` draws random runs wide enough to reach every mechanism: 1-3 paths with stepping
 capacity (outages included), stepping delay, random loss and small or large buffers, or a shared
 bottleneck; downloads and uploads; every congestion control; delayed ACKs on or off; small receive
 buffers (window-limited), receive-window growth and buffer autotuning; autotuned or fixed send buffers;
 with or without handshakes, join delays and backup subflows; bulk, finite, burst and application-trace
-workloads. `assert_same_run(scheduler, scenario)` runs one through both engines and compares.
+workloads. `assert_same_run(scheduler, scenario)` runs one through the port and the bridged class and
+compares; `run(scheduler, scenario, engine)` runs it once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from hypothesis import strategies as st
 
@@ -28,13 +31,13 @@ from workbench.replay import (
     ReplayResult,
     Route,
     StepSeries,
+    Workload,
     run_network,
     run_replay,
 )
-from workbench.replay.workload import Workload
 from workbench.schedulers.base import Scheduler
 
-__all__ = ["Scenario", "assert_same_run", "run_both", "scenarios"]
+__all__ = ["Scenario", "assert_same_results", "assert_same_run", "run", "run_both", "scenarios"]
 
 MS = 1_000_000
 
@@ -146,36 +149,44 @@ def scenarios(draw: st.DrawFn, *, max_paths: int = 3) -> Scenario:
                     seed=draw(st.integers(0, 2**31)), direction=draw(st.sampled_from(["down", "up"])))
 
 
-def run_both(sched: Scheduler, sc: Scenario) -> tuple[Any, Any]:
-    """The scenario through the Python engine and through the compiled one."""
-    out = []
-    for engine in ("python", "compiled"):
-        if sc.paths:
-            r = run_replay(list(sc.paths), sched, workload=sc.workload, conn=sc.conn, seed=sc.seed,
-                           duration_ns=sc.duration_ns, direction=sc.direction, engine=engine)
-        else:
-            r = run_network(list(sc.links), list(sc.routes), sched, workload=sc.workload, conn=sc.conn,
-                            seed=sc.seed, duration_ns=sc.duration_ns, direction=sc.direction, engine=engine)
-        out.append(r)
-    return out[0], out[1]
+def run(sched: Scheduler, sc: Scenario, engine: str = "compiled", *, record: bool = True) -> ReplayResult:
+    """The scenario through the compiled engine (``engine``: "compiled", "auto" or "bridge")."""
+    if sc.paths:
+        return run_replay(list(sc.paths), sched, workload=sc.workload, conn=sc.conn, seed=sc.seed,
+                          duration_ns=sc.duration_ns, direction=sc.direction, engine=engine, record=record)
+    return run_network(list(sc.links), list(sc.routes), sched, workload=sc.workload, conn=sc.conn, seed=sc.seed,
+                       duration_ns=sc.duration_ns, direction=sc.direction, engine=engine, record=record)
 
 
-def assert_same_run(sched: Scheduler, sc: Scenario) -> None:
-    """Both engines give the same run: summary, tables and observations."""
-    py, rs = run_both(sched, sc)
-    # engine="compiled" runs a scheduler without a compiled port through the plug-in bridge: a port
-    # that is not wired in (sched/mod.rs NAMES, build_spec) must not pass as one
-    assert rs.engine_stats.get("scheduler", "compiled") == "compiled", f"{sched!r} ran through the plug-in bridge"
-    assert_same_results(py, rs)
+def run_both(sched: Scheduler, sc: Scenario) -> tuple[ReplayResult, ReplayResult]:
+    """The scenario with the scheduler's Python class through the bridge, and with its compiled port
+    (in that order: the reference first)."""
+    bridged, port = run(sched, sc, "bridge"), run(sched, sc, "compiled")
+    assert bridged.engine_stats["scheduler"] == "bridge", bridged.engine_stats
+    # a port that is not wired in (sched/mod.rs NAMES, build_spec) would run through the bridge too and
+    # pass as its own reference
+    assert port.engine_stats["scheduler"] == "compiled", f"{sched!r} has no compiled port: it ran bridged"
+    return bridged, port
 
 
-def assert_same_results(py: ReplayResult, rs: ReplayResult) -> None:
-    """Two runs gave the same results: summary (but wall time), PacketEvents, SAMPLES, observations."""
-    a = {k: v for k, v in py.summary.items() if k != "wall_s"}
-    b = {k: v for k, v in rs.summary.items() if k != "wall_s"}
+def assert_same_run(sched: Scheduler, sc: Scenario) -> ReplayResult:
+    """The compiled port gives the bridged Python class's run (summary, tables, observations); returns
+    the bridged run."""
+    bridged, port = run_both(sched, sc)
+    assert_same_results(bridged, port)
+    return bridged
+
+
+def assert_same_results(ref: ReplayResult, got: ReplayResult) -> None:
+    """Two runs gave the same results: summary (but wall time), PacketEvents, SAMPLES, observations
+    (with their value types: an int must not come back a float)."""
+    a = {k: v for k, v in ref.summary.items() if k != "wall_s"}
+    b = {k: v for k, v in got.summary.items() if k != "wall_s"}
     assert a == b, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}
-    ea, eb = py.events, rs.events
+    ea, eb = ref.events, got.events
     assert ea.height == eb.height, (ea.height, eb.height)
     assert ea.equals(eb), "PacketEvents differ"
-    assert py.samples.equals(rs.samples), "SAMPLES differ"
-    assert py.observations == rs.observations
+    assert ref.samples.equals(got.samples), "SAMPLES differ"
+    oa, ob = ref.observations, got.observations
+    assert oa == ob
+    assert [tuple(map(type, o)) for o in oa] == [tuple(map(type, o)) for o in ob]

@@ -1,10 +1,13 @@
 """The compiled ports of the two scheduler layers (native/engine/src/sched/{drepas,rbp}.rs) against
-the Python ones (workbench.schedulers._drepas, _rbp) over random runs (tests/_engines.py): the same
+their Python classes (workbench.schedulers._drepas, _rbp, with the inner scheduler's Python class) run
+in the compiled engine through the plug-in bridge, over random runs (tests/_engines.py): the same
 summary, PacketEvents, SAMPLES and observations (DRePaS's path-state rows) for every parameter
 variant, over minRTT and over every other scheduler the compiled engine runs, and nested.
 
 A layer wraps any scheduler, so each layer is run over every non-layer name in
-`workbench_core.compiled_schedulers()`: a port added later is held to Python under both layers too."""
+`workbench_core.compiled_schedulers()`: a port added later is held to its Python class under both
+layers too. Fixed runs show the mechanisms act (DRePaS probes and brings a path back, RBP changes the
+run) and that the port acts the same."""
 
 from __future__ import annotations
 
@@ -12,10 +15,10 @@ from typing import Any
 
 import pytest
 import workbench_core
-from _engines import assert_same_run, scenarios
+from _engines import Scenario, assert_same_results, assert_same_run, run_both, scenarios
 from hypothesis import HealthCheck, given, settings
 
-from workbench.replay import Bulk, ConnectionConfig, PathConfig, StepSeries, run_replay
+from workbench.replay import Bulk, ConnectionConfig, PathConfig, ReplayResult, StepSeries
 from workbench.replay._core import compiled_spec
 from workbench.schedulers import Layer, Scheduler, get
 
@@ -69,7 +72,7 @@ def test_both_layers_are_compiled_over_minrtt() -> None:
 @pytest.mark.parametrize(("name", "variant"), [(n, v) for n in LAYERS for v in VARIANTS[n]])
 @SETTINGS
 @given(sc=scenarios())
-def test_layer_variants_give_the_python_run(name: str, variant: str, inner: str, sc) -> None:  # type: ignore[no-untyped-def]
+def test_layer_variants_give_the_bridged_run(name: str, variant: str, inner: str, sc: Scenario) -> None:
     assert_same_run(layer(name, inner, variant), sc)
 
 
@@ -77,14 +80,14 @@ def test_layer_variants_give_the_python_run(name: str, variant: str, inner: str,
 @pytest.mark.parametrize("name", LAYERS)
 @SETTINGS
 @given(sc=scenarios())
-def test_layers_over_every_compiled_scheduler(name: str, inner: str, sc) -> None:  # type: ignore[no-untyped-def]
+def test_layers_over_every_compiled_scheduler(name: str, inner: str, sc: Scenario) -> None:
     assert_same_run(layer(name, inner, ACTIVE[name]), sc)
 
 
 @pytest.mark.parametrize("nested", ["rbp(drepas(minrtt))", "drepas(rbp(minrtt_noor))"])
 @SETTINGS
 @given(sc=scenarios())
-def test_nested_layers_give_the_python_run(nested: str, sc) -> None:  # type: ignore[no-untyped-def]
+def test_nested_layers_give_the_bridged_run(nested: str, sc: Scenario) -> None:
     outer, middle, inner = nested.rstrip(")").split("(")
     assert_same_run(layer(outer, layer(middle, inner, ACTIVE[middle]), ACTIVE[outer]), sc)
 
@@ -100,33 +103,30 @@ def _wlan_2g() -> list[PathConfig]:
     return [wlan, g2]
 
 
-def _run(sched: Scheduler, engine: str) -> Any:
+def _scenario(sched: Scheduler) -> tuple[ReplayResult, ReplayResult]:
+    """(bridged, port) runs of ``sched`` over the WLAN + 2G set-up, 4 s of bulk download."""
     cfg = ConnectionConfig(send_buf_bytes=1 << 20, rcv_buf_bytes=2 << 20)
-    return run_replay(_wlan_2g(), sched, workload=Bulk(), conn=cfg, duration_ns=4 * S, seed=1, engine=engine)
+    sc = Scenario(paths=tuple(_wlan_2g()), links=(), routes=(), conn=cfg, workload=Bulk(), duration_ns=4 * S, seed=1,
+                  direction="down")
+    return run_both(sched, sc)
 
 
 @pytest.mark.parametrize("inner", ["minrtt", "minrtt_noor"])
-def test_drepas_probes_and_comes_back_the_same_in_both_engines(inner: str) -> None:
+def test_drepas_probes_and_comes_back_the_same_in_the_port(inner: str) -> None:
     """The 2G path goes probing, carries probe copies, and is active again once the WLAN drops to
     0.3 Mbit/s (at 2 s): the same transitions at the same times, the same packets."""
-    sched = layer("drepas", inner, "fast_probing")
-    py, rs = _run(sched, "python"), _run(sched, "compiled")
+    py, rs = _scenario(layer("drepas", inner, "fast_probing"))
     states = [(t, i, v) for t, kind, i, v in py.observations if kind == "path_state"]
     assert [v for _, i, v in states if i == 1][:2] == ["probing", "active"], states
     assert py.summary["opportunistic_retransmissions"] > 0  # the probes
-    assert rs.observations == py.observations
-    assert {k: v for k, v in rs.summary.items() if k != "wall_s"} == \
-        {k: v for k, v in py.summary.items() if k != "wall_s"}
-    assert rs.events.equals(py.events)
+    assert_same_results(py, rs)
 
 
 @pytest.mark.parametrize("inner", ["minrtt", "minrtt_noor"])
-def test_rbp_changes_the_run_and_both_engines_agree(inner: str) -> None:
+def test_rbp_changes_the_run_and_the_port_agrees(inner: str) -> None:
     """RBP's gating and per-decision cuts act on this set-up (its run is not the bare scheduler's),
     and the compiled port makes the same decisions."""
-    sched = layer("rbp", inner, "default")
-    py, rs = _run(sched, "python"), _run(sched, "compiled")
-    bare = _run(get(inner), "compiled")
+    py, rs = _scenario(layer("rbp", inner, "default"))
+    bare, _ = _scenario(get(inner))
     assert not bare.events.equals(py.events)
-    assert rs.events.equals(py.events)
-    assert rs.samples.equals(py.samples)
+    assert_same_results(py, rs)

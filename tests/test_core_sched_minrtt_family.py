@@ -1,7 +1,8 @@
-"""The compiled ports of ECF, BLEST, redundant and round-robin (native/engine/src/sched/{ecf,blest,
-redundant,roundrobin}.rs) against the Python ones (workbench.schedulers._ecf, _blest, _redundant,
-_roundrobin) over random runs (tests/_engines.py): the same summary, PacketEvents, SAMPLES and
-observations for non-default values of every parameter and each ``variant``.
+"""The compiled ports of minRTT, ECF, BLEST, redundant and round-robin (native/engine/src/sched/{minrtt,
+ecf,blest,redundant,roundrobin}.rs) against their Python classes (workbench.schedulers._minrtt, _ecf,
+_blest, _redundant, _roundrobin) run in the compiled engine through the plug-in bridge, over random
+runs (tests/_engines.py): the same summary, PacketEvents, SAMPLES and observations for the defaults,
+non-default values of every parameter and each ``variant``.
 
 ECF and BLEST are minRTT that may decline its subflow and wait for the fast one; on heterogeneous paths
 they must also decide differently from minRTT (else the waiting code is never exercised), which
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 import workbench_core
-from _engines import Scenario, assert_same_run, run_both, scenarios
+from _engines import Scenario, assert_same_run, scenarios
 from hypothesis import HealthCheck, given, settings
 
 from workbench.experiment._model import LinkSpec
@@ -24,10 +25,19 @@ from workbench.schedulers import get
 
 MS = 1_000_000
 
-PORTS = ("ecf", "blest", "redundant", "roundrobin")
+PORTS = ("minrtt", "minrtt_noor", "ecf", "blest", "redundant", "roundrobin")
 
 # Non-default values of every parameter (and every `variant` choice), each case named.
 VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+    "minrtt": {
+        "default": {},
+        "noor": {"opportunistic": False},
+        "penalize_first": {"penalize_all": False},
+    },
+    "minrtt_noor": {
+        "default": {},
+        "or_penalize_first": {"opportunistic": True, "penalize_all": False},
+    },
     "ecf": {
         "default": {},
         "paper": {"variant": "paper"},
@@ -59,7 +69,7 @@ VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
 
 CASES = [(name, v) for name in PORTS for v in VARIANTS[name]]
 
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 def sched(name: str, variant: str) -> Any:
@@ -78,7 +88,7 @@ def test_the_ports_are_compiled_with_their_parameters() -> None:
 @pytest.mark.parametrize(("name", "variant"), CASES)
 @SETTINGS
 @given(sc=scenarios())
-def test_compiled_port_gives_the_python_run(name: str, variant: str, sc) -> None:  # type: ignore[no-untyped-def]
+def test_compiled_port_gives_the_bridged_run(name: str, variant: str, sc: Scenario) -> None:
     assert_same_run(sched(name, variant), sc)
 
 
@@ -105,10 +115,9 @@ BLEST_PATHS = _heterogeneous((20e6, 10), (2e6, 80), 128_000, 1_500_000)
                                                      ("blest", "paper", BLEST_PATHS)])
 def test_wait_tests_act_on_heterogeneous_paths(name: str, variant: str, sc: Scenario) -> None:
     """The wait test declines the slow path at times: fewer segments go there than under minRTT, and the
-    compiled engine gives the Python run."""
-    assert_same_run(sched(name, variant), sc)
-    ours, _ = run_both(sched(name, variant), sc)
-    base, _ = run_both(get("minrtt"), sc)
+    compiled port gives the bridged Python class's run."""
+    ours = assert_same_run(sched(name, variant), sc)
+    base = assert_same_run(get("minrtt"), sc)
     a = ours.summary["per_path"]["slow"]["sent_packets"]
     b = base.summary["per_path"]["slow"]["sent_packets"]
     assert a < b, (a, b)

@@ -1,13 +1,14 @@
 """The compiled ports of the schedulers that queue beyond cwnd or plan ahead (native/engine/src/sched/
-daps.rs, otias.rs, sttf.rs) against the Python ones (workbench/schedulers/_daps.py, _otias.py,
-_sttf.py), parameter by parameter: every non-default value of every parameter (each ``variant``
-choice included) must give the Python engine's run exactly (tests/_engines.py: summary, PacketEvents,
-SAMPLES, observations). tests/test_core_engine.py covers the default parameters.
+daps.rs, otias.rs, sttf.rs) against their Python classes (workbench/schedulers/_daps.py, _otias.py,
+_sttf.py) run in the compiled engine through the plug-in bridge, parameter by parameter: the default
+and every non-default value of every parameter (each ``variant`` choice included) must give the
+bridged class's run exactly (tests/_engines.py: summary, PacketEvents, SAMPLES, observations).
 
 OTIAS and STTF only consider subflows with an RTT sample, so without a handshake (which gives the
 first one) they never send; their random runs here always have the handshake, or half of them would
 compare two empty runs. Each parameter is also shown to matter: on a fixed scenario it changes the
-Python run, so a port that ignored it could not pass (`test_the_fixed_scenarios_reach_each_parameter`).
+bridged class's run, so a port that ignored it could not pass
+(`test_the_fixed_scenarios_reach_each_parameter`).
 """
 
 from __future__ import annotations
@@ -17,16 +18,19 @@ import math
 
 import pytest
 import workbench_core
-from _engines import MS, Scenario, assert_same_run, scenarios
+from _engines import MS, Scenario, assert_same_run, run, scenarios
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench.replay import Bulk, ConnectionConfig, PathConfig, run_replay
+from workbench.replay import Bulk, ConnectionConfig, PathConfig
 from workbench.schedulers import get
 from workbench.schedulers._daps import DAPS, lcm_c_int32
 
 # Every non-default value of every parameter, alone and in the combinations whose code paths meet.
 VARIANTS: list[tuple[str, dict[str, object]]] = [
+    ("daps", {}),
+    ("otias", {}),
+    ("sttf", {}),
     ("daps", {"variant": "paper"}),
     ("daps", {"variant": "paper", "round_delay_ms": 7}),
     ("daps", {"variant": "paper", "round_delay_ms": 50, "max_flows": 2}),
@@ -51,7 +55,7 @@ VARIANTS: list[tuple[str, dict[str, object]]] = [
 
 
 def _ids(v: tuple[str, dict[str, object]]) -> str:
-    return v[0] + "-" + "-".join(f"{k}={x}" for k, x in v[1].items())
+    return v[0] + "-" + ("-".join(f"{k}={x}" for k, x in v[1].items()) or "default")
 
 
 @st.composite
@@ -69,7 +73,7 @@ def test_the_queueing_schedulers_have_compiled_ports() -> None:
 @pytest.mark.parametrize(("name", "params"), VARIANTS, ids=[_ids(v) for v in VARIANTS])
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_a_parameter_variant_gives_the_python_run(name: str, params: dict[str, object], data: st.DataObject) -> None:
+def test_a_parameter_variant_gives_the_bridged_run(name: str, params: dict[str, object], data: st.DataObject) -> None:
     assert_same_run(get(name, **params), data.draw(_runs(name)))
 
 
@@ -111,9 +115,8 @@ SENSITIVE: list[tuple[str, dict[str, object]]] = [
 ]
 
 
-def _python_run(name: str, params: dict[str, object], sc: Scenario) -> tuple[dict[str, object], object]:
-    r = run_replay(list(sc.paths), get(name, **params), workload=sc.workload, conn=sc.conn, seed=sc.seed,
-                   duration_ns=sc.duration_ns, direction=sc.direction, engine="python")
+def _bridged_run(name: str, params: dict[str, object], sc: Scenario) -> tuple[dict[str, object], object]:
+    r = run(get(name, **params), sc, "bridge")
     return {k: v for k, v in r.summary.items() if k != "wall_s"}, r.events
 
 
@@ -121,8 +124,8 @@ def _python_run(name: str, params: dict[str, object], sc: Scenario) -> tuple[dic
 def test_the_fixed_scenarios_reach_each_parameter(name: str, params: dict[str, object]) -> None:
     changed = []
     for key, sc in FIXED.items():
-        s0, e0 = _python_run(name, {}, sc)
-        s1, e1 = _python_run(name, params, sc)
+        s0, e0 = _bridged_run(name, {}, sc)
+        s1, e1 = _bridged_run(name, params, sc)
         if s0 != s1 or not e0.equals(e1):  # type: ignore[attr-defined]
             changed.append(key)
         assert_same_run(get(name, **params), sc)
@@ -131,8 +134,8 @@ def test_the_fixed_scenarios_reach_each_parameter(name: str, params: dict[str, o
 
 def test_daps_kernel_period_wraps_and_the_compiled_run_follows(monkeypatch: pytest.MonkeyPatch) -> None:
     # The fixed 'wide' run's one-way delays (about 20 ms and 110 ms, in µs) overflow the kau module's
-    # 32-bit lcm: the Python run plans wrapped periods (some <= 0: the min-srtt fallback), and the
-    # compiled run must follow it through them.
+    # 32-bit lcm: the Python class (bridged) plans wrapped periods (some <= 0: the min-srtt fallback),
+    # and the compiled port must follow it through them.
     assert lcm_c_int32(20_000, 110_000) <= 0
     periods: list[tuple[tuple[int, ...], int]] = []
     begin = DAPS._begin_schedule
@@ -143,7 +146,7 @@ def test_daps_kernel_period_wraps_and_the_compiled_run_follows(monkeypatch: pyte
 
     monkeypatch.setattr(DAPS, "_begin_schedule", recording)
     sc = FIXED["wide"]
-    s, _ = _python_run("daps", {}, sc)
+    s, _ = _bridged_run("daps", {}, sc)
     assert s["data_packets_sent"] > 500
     wrapped = [(d, p) for d, p in periods if len(d) > 1 and p != math.lcm(*d)]
     assert wrapped, periods[:5]

@@ -1,10 +1,12 @@
 """The compiled ports of STMS-C, STMS-A (native/engine/src/sched/stms.rs) and the upstream Linux default
-(sched/upstream.rs) against their Python schedulers (workbench/schedulers/_stms.py, _upstream.py): every
-non-default value of every parameter through random runs (tests/_engines.py), plus runs aimed at what
+(sched/upstream.rs) against their Python classes (workbench/schedulers/_stms.py, _upstream.py) run in
+the compiled engine through the plug-in bridge: the defaults and every non-default value of every
+parameter through random runs (tests/_engines.py: the same summary, PacketEvents, SAMPLES and
+observations, value types included), plus runs aimed at what
 random runs reach rarely: a path that dies mid-run (upstream's stale subflows and `msk->recovery`,
 reinjection) and clearly heterogeneous paths (STMS's gap, STMS-A's burst DATA_ACKs and adjustments,
 upstream's linger-time choice between steady subflows).
-The gap observations must come back with Python's value types (floats), not just equal values."""
+The gap observations must come back with the Python class's value types (floats), not just equal values."""
 
 from __future__ import annotations
 
@@ -13,14 +15,13 @@ from typing import Any
 
 import pytest
 import workbench_core
-from _engines import Scenario, run_both, scenarios
+from _engines import Scenario, assert_same_run, scenarios
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench.replay import Bulk, ConnectionConfig, PathConfig, StepSeries
 from workbench.schedulers import get
 from workbench.schedulers._upstream import UpstreamDefault
-from workbench.schedulers.base import Scheduler
 
 MS = 1_000_000
 
@@ -37,26 +38,11 @@ VARIANTS: list[tuple[str, dict[str, object]]] = [
     ("upstream", {"burst_bytes": 1 << 20}),
 ]
 DEFAULTS: list[tuple[str, dict[str, object]]] = [("stms_c", {}), ("stms_a", {}), ("upstream", {})]
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _ids(v: tuple[str, dict[str, object]]) -> str:
     return v[0] + "".join(f"-{k}={x}" for k, x in v[1].items())
-
-
-def assert_same(sched: Scheduler, sc: Scenario) -> Any:
-    """`assert_same_run`, and the observations' value types too (an int must not come back a float);
-    returns the Python run."""
-    py, rs = run_both(sched, sc)
-    a = {k: v for k, v in py.summary.items() if k != "wall_s"}
-    b = {k: v for k, v in rs.summary.items() if k != "wall_s"}
-    assert a == b, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}
-    assert py.events.height == rs.events.height, (py.events.height, rs.events.height)
-    assert py.events.equals(rs.events), "PacketEvents differ"
-    assert py.samples.equals(rs.samples), "SAMPLES differ"
-    assert py.observations == rs.observations
-    assert [type(o[3]) for o in py.observations] == [type(o[3]) for o in rs.observations]
-    return py
 
 
 def _dies(draw: st.DrawFn, horizon_ns: int) -> StepSeries:
@@ -117,25 +103,25 @@ def test_the_ports_are_registered() -> None:
     assert {"stms_a", "stms_c", "upstream"} <= set(workbench_core.compiled_schedulers())
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=_ids)
+@pytest.mark.parametrize("variant", DEFAULTS + VARIANTS, ids=_ids)
 @SETTINGS
 @given(sc=scenarios())
-def test_parameter_variants_give_the_python_run(variant: tuple[str, dict[str, object]], sc: Scenario) -> None:
-    assert_same(get(variant[0], **variant[1]), sc)
+def test_parameter_variants_give_the_bridged_run(variant: tuple[str, dict[str, object]], sc: Scenario) -> None:
+    assert_same_run(get(variant[0], **variant[1]), sc)
 
 
 @pytest.mark.parametrize("variant", DEFAULTS + VARIANTS[:2] + VARIANTS[6:7], ids=_ids)
 @settings(SETTINGS, max_examples=30)
 @given(sc=outages())
-def test_a_dying_path_gives_the_python_run(variant: tuple[str, dict[str, object]], sc: Scenario) -> None:
-    assert_same(get(variant[0], **variant[1]), sc)
+def test_a_dying_path_gives_the_bridged_run(variant: tuple[str, dict[str, object]], sc: Scenario) -> None:
+    assert_same_run(get(variant[0], **variant[1]), sc)
 
 
 @pytest.mark.parametrize("variant", DEFAULTS + VARIANTS, ids=_ids)
 @settings(SETTINGS, max_examples=30)
 @given(sc=heterogeneous())
-def test_heterogeneous_paths_give_the_python_run(variant: tuple[str, dict[str, object]], sc: Scenario) -> None:
-    assert_same(get(variant[0], **variant[1]), sc)
+def test_heterogeneous_paths_give_the_bridged_run(variant: tuple[str, dict[str, object]], sc: Scenario) -> None:
+    assert_same_run(get(variant[0], **variant[1]), sc)
 
 
 def _dying_path(victim: int, t0_ms: int) -> Scenario:
@@ -156,10 +142,10 @@ DYING = [(v, t0) for v in (0, 1) for t0 in (100, 300, 700)]
 
 @pytest.mark.parametrize(("victim", "t0_ms"), DYING)
 @pytest.mark.parametrize("variant", DEFAULTS + VARIANTS[:2] + VARIANTS[6:7], ids=_ids)
-def test_a_dead_path_gives_the_python_run(variant: tuple[str, dict[str, object]], victim: int, t0_ms: int,
+def test_a_dead_path_gives_the_bridged_run(variant: tuple[str, dict[str, object]], victim: int, t0_ms: int,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Hand-made outages that are known to reach upstream's stale subflow and `msk->recovery` (checked on
-    the Python run), and STMS's reinjection and gap adjustments."""
+    the bridged Python class's run), and STMS's reinjection and gap adjustments."""
     seen: set[str] = set()
     sel = UpstreamDefault.select
 
@@ -168,10 +154,10 @@ def test_a_dead_path_gives_the_python_run(variant: tuple[str, dict[str, object]]
             seen.add("recovery")
         return sel(self, conn, subflows)
 
-    monkeypatch.setattr(UpstreamDefault, "select", spy)  # the compiled run does not call it
+    monkeypatch.setattr(UpstreamDefault, "select", spy)  # only the bridged run calls it
     sched = get(variant[0], **variant[1])
     sc = _dying_path(victim, t0_ms)
-    py = assert_same(sched, sc)
+    py = assert_same_run(sched, sc)
     assert py.summary["reinjections"] > 0
     if variant[0] == "upstream":
         assert "recovery" in seen

@@ -1,5 +1,6 @@
-"""Engine mechanics: event loop, timers, link (rate integration, drop-tail in bytes, delay pipe,
-loss), determinism, workloads, the PacketEvents / Samples tables."""
+"""Engine mechanics, against worked examples: the compiled link (`workbench_core.Link` / `run_link`: event
+order, rate integration, drop-tail in bytes, delay pipe, loss), and whole runs of the compiled engine:
+determinism, workloads, ACK sizes on every hop, the PacketEvents / Samples tables."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import random
 
 import polars as pl
 import pytest
+import workbench_core
 
 from workbench.capture.schema import PACKET_EVENTS, SAMPLES
 from workbench.replay import (
@@ -20,8 +22,6 @@ from workbench.replay import (
     run_replay,
     run_single_path_baselines,
 )
-from workbench.replay.events import EventLoop, Timer
-from workbench.replay.link import Link
 from workbench.schedulers import get
 
 MS = 1_000_000
@@ -33,98 +33,71 @@ def two_paths(**kw) -> list[PathConfig]:
             PathConfig.constant("lte", rate_bps=10e6, owd_ns=40 * MS, buffer_bytes=150_000, **kw)]
 
 
-# ----------------------------------------------------------------------------- event loop
-def test_event_loop_orders_by_time_then_insertion() -> None:
-    loop = EventLoop()
-    out: list[tuple[int, str]] = []
-    loop.at(5, lambda a: out.append((loop.now, a)), "b")
-    loop.at(5, lambda a: out.append((loop.now, a)), "c")
-    loop.at(1, lambda a: out.append((loop.now, a)), "a")
-    loop.run()
-    assert out == [(1, "a"), (5, "b"), (5, "c")]
-
-
-def test_timer_rearm_cancel_and_lazy_reschedule() -> None:
-    loop = EventLoop()
-    fired: list[int] = []
-    t = Timer(loop, fired.append)
-    t.arm(100)
-    t.arm(300)  # later: no new heap entry, the stale one re-schedules
-    loop.run(until_ns=200)
-    assert fired == []
-    loop.run()
-    assert fired == [300]
-    t.arm(400)
-    t.arm(350)  # earlier: fires at 350 only
-    loop.run()
-    assert fired == [300, 350]
-    t.arm(500)
-    t.cancel()
-    loop.run()
-    assert fired == [300, 350]
-
-
 # ----------------------------------------------------------------------------- link
-def _link(loop: EventLoop, *, rate: StepSeries, buffer_bytes: int, owd: StepSeries | None = None,
-          loss: float = 0.0, rng: random.Random | None = None):
-    arrivals: list[tuple[int, int]] = []
-    drops: list[int] = []
-    link = Link(loop, name="l", rate_bps=rate, owd_ns=owd or StepSeries.constant(0),
-                loss=StepSeries.constant(loss), buffer_bytes=buffer_bytes, rng=rng or random.Random(1),
-                deliver=lambda p: arrivals.append((loop.now, p)), on_drop=lambda p, t, r: drops.append(p))
-    return link, arrivals, drops
+# The Python engine's EventLoop and Timer are gone; the compiled engine's event list and lazy timer are
+# held by the cargo unit tests (tests/test_core_cargo.py): events::tests::time_then_insertion_order,
+# lanes_keep_the_order_of_one_heap(_when_interleaved) and lazy_timer_rearm_and_cancel. The link is
+# checked here through `workbench_core.Link` / `run_link` (the compiled link on the compiled event list).
+def _link(*, rate: StepSeries, buffer_bytes: int, owd: StepSeries | None = None, loss: float = 0.0,
+          seed: int = 1) -> object:
+    owd = owd or StepSeries.constant(0)
+    return workbench_core.Link(rate_t_ns=list(rate.t_ns), rate_bps=list(rate.values), owd_t_ns=list(owd.t_ns),
+                               owd_ns=list(owd.values), loss_t_ns=[0], loss=[loss], buffer_bytes=buffer_bytes,
+                               rng_state=list(random.Random(seed).getstate()[1]))
+
+
+def test_events_run_by_time_then_by_scheduling_order() -> None:
+    """run_link schedules the sends in list order: two at 5 ms run in that order, after the one at
+    1 ms listed last. At 8 Mbit/s (1000 B = 1 ms): 2 leaves at 2 ms, 0 at 6 ms, 1 (queued) at 7 ms."""
+    link = _link(rate=StepSeries.constant(8e6), buffer_bytes=10_000)
+    arrivals, drops = workbench_core.run_link(link, [(5 * MS, 1000), (5 * MS, 1000), (1 * MS, 1000)])
+    assert arrivals == [(2 * MS, 2), (6 * MS, 0), (7 * MS, 1)] and drops == []
 
 
 def test_drop_tail_buffer_in_bytes_never_holds_more() -> None:
-    loop = EventLoop()
-    link, arrivals, drops = _link(loop, rate=StepSeries.constant(8e6), buffer_bytes=10_000)
+    link = _link(rate=StepSeries.constant(8e6), buffer_bytes=10_000)
     sizes = [1500] * 20 + [400] * 10
-    for i, size in enumerate(sizes):
-        link.send(i, size)
-        assert link.queued_bytes <= 10_000
-    assert link.max_qbytes <= 10_000
-    # first packet is serialised at once, 6 x 1500 = 9000 fit, then only 400-byte packets that fit
-    assert len(arrivals) == 0 and drops[:13] == list(range(7, 20))
-    loop.run()
-    assert [p for _, p in arrivals] == [i for i in range(len(sizes)) if i not in drops]
+    fates = []
+    for size in sizes:
+        fates.append(link.send(0, size)[0])
+        assert link.queued_bytes(0) <= 10_000
+    # the first packet is serialised at once, 6 x 1500 = 9000 B wait, the 7th would make 10500: packets
+    # 7-19 are dropped; then 400-byte ones fit twice (9400, 9800), the third would make 10200
+    dropped = [i for i, f in enumerate(fates) if f == 0]
+    assert dropped == [*range(7, 20), *range(22, 30)]
+    assert link.max_qbytes == 9800 and link.n_drop_queue == len(dropped)
+    # everything else leaves in order, back to back at 1 byte per µs
+    again = _link(rate=StepSeries.constant(8e6), buffer_bytes=10_000)
+    arrivals, drops = workbench_core.run_link(again, [(0, size) for size in sizes])
+    assert [i for _, i in arrivals] == [i for i in range(len(sizes)) if i not in dropped]
+    assert [t for t, _ in arrivals] == [1500 * k * 1000 for k in range(1, 8)] + [10_900_000, 11_300_000]
+    assert sorted(i for _, i, _ in drops) == dropped
 
 
 def test_departures_integrate_piecewise_capacity() -> None:
-    loop = EventLoop()
     # 8 Mbit/s for 1 ms, outage 1 ms, then 16 Mbit/s: 1000-byte packets (1 ms at 8 Mbit/s)
     rate = StepSeries((0, 1 * MS, 2 * MS), (8e6, 0.0, 16e6))
-    link, arrivals, _ = _link(loop, rate=rate, buffer_bytes=1 << 20)
-    for i in range(3):
-        link.send(i, 1000)
-    loop.run()
+    link = _link(rate=rate, buffer_bytes=1 << 20)
+    arrivals, _ = workbench_core.run_link(link, [(0, 1000)] * 3)
     assert [t for t, _ in arrivals] == [1 * MS, 2 * MS + MS // 2, 3 * MS]
 
 
 def test_delay_pipe_follows_delay_timeline_without_reordering() -> None:
-    loop = EventLoop()
     owd = StepSeries((0, 2 * MS), (10 * MS, 1 * MS))  # delay drops from 10 ms to 1 ms at t = 2 ms
-    link, arrivals, _ = _link(loop, rate=StepSeries.constant(8e6), buffer_bytes=1 << 20, owd=owd)
-    for i in range(4):
-        link.send(i, 1000)
-    loop.run()
-    times = [t for t, _ in arrivals]
-    assert [p for _, p in arrivals] == [0, 1, 2, 3]
-    assert times[0] == 11 * MS  # departs at 1 ms + 10 ms
-    # packets departing after the delay fell would overtake packet 0: held back behind it (FIFO pipe)
-    assert times == [11 * MS] * 4
-    loop.at(20 * MS, lambda _: link.send(4, 1000))
-    loop.run()
-    assert arrivals[-1] == (20 * MS + 1 * MS + 1 * MS, 4)
+    link = _link(rate=StepSeries.constant(8e6), buffer_bytes=1 << 20, owd=owd)
+    arrivals, _ = workbench_core.run_link(link, [(0, 1000)] * 4 + [(20 * MS, 1000)])
+    assert [i for _, i in arrivals] == [0, 1, 2, 3, 4]
+    # packet 0 departs at 1 ms + 10 ms; 1-3 depart at 2-4 ms with 1 ms of delay and would overtake it:
+    # held back behind it (FIFO pipe); packet 4 departs at 21 ms, arrives 1 ms later
+    assert [t for t, _ in arrivals] == [11 * MS] * 4 + [20 * MS + 1 * MS + 1 * MS]
 
 
 def test_random_loss_rate() -> None:
-    loop = EventLoop()
-    link, arrivals, drops = _link(loop, rate=StepSeries.constant(1e9), buffer_bytes=1 << 30, loss=0.1)
-    for i in range(20_000):
-        link.send(i, 100)
-    loop.run()
+    link = _link(rate=StepSeries.constant(1e9), buffer_bytes=1 << 30, loss=0.1)
+    arrivals, drops = workbench_core.run_link(link, [(0, 100)] * 20_000)
     assert len(drops) / 20_000 == pytest.approx(0.1, abs=0.01)
-    assert len(arrivals) + len(drops) == 20_000
+    assert all(reason == 1 for *_, reason in drops)
+    assert len(arrivals) + len(drops) == 20_000 == link.n_sent
 
 
 # ----------------------------------------------------------------------------- runs
@@ -227,38 +200,58 @@ def test_time_varying_rate_is_followed() -> None:
     assert rate_between(4 * S + S // 2, 6 * S) == pytest.approx(5e6 * 1424 / 1514, rel=0.05)
 
 
-def test_a_dsack_keeps_its_sack_block_on_every_hop() -> None:
-    """An ACK carrying a SACK or a DSACK is 12 bytes longer than a plain one, at its first hop
-    (SubflowReceiver.send_ack) and at every later hop (network.wire): over a second link of one byte
-    per ms, a 66-byte ACK takes 66 ms and both 78-byte ones 78 ms (plus 1 ns on the first link)."""
-    from workbench.replay.network import Route, wire
-    from workbench.replay.tcp import AckPkt
+def test_a_sack_or_dsack_keeps_its_sack_block_on_every_hop() -> None:
+    """An ACK carrying a SACK or a DSACK is 12 bytes longer than a plain one, at its first hop and at
+    every later hop. A whole run whose ACKs cross two links (1 Gbit/s with a delay that jumps from 10
+    to 400 ms for a while, so the sender times out and resends what had arrived: duplicates, DSACKs;
+    then 800 kbit/s, 10 µs per byte), with random loss on the data link (holes: SACKs): every ACK's
+    arrival is recomputed here through both FIFO links from its send time and its size, 78 bytes plain
+    or 90 with a block."""
+    from workbench.experiment._model import LinkSpec
+    from workbench.replay import Route, run_network
 
-    loop = EventLoop()
-    fast = Link(loop, name="a", rate_bps=StepSeries.constant(1e12), owd_ns=StepSeries.constant(0.0),
-                loss=StepSeries.constant(0.0), buffer_bytes=10**6, rng=random.Random(0), deliver=None)  # type: ignore[arg-type]
-    slow = Link(loop, name="b", rate_bps=StepSeries.constant(8e3), owd_ns=StepSeries.constant(0.0),
-                loss=StepSeries.constant(0.0), buffer_bytes=10**6, rng=random.Random(0), deliver=None)  # type: ignore[arg-type]
-    got: list[tuple[int, int]] = []
-    wire({"a": fast, "b": slow}, [Route("p", data=(), ack=("a", "b"))], data_ends=[lambda _: None],
-         ack_ends=[lambda p: got.append((p.sack, loop.now))], data_header_bytes=66, ack_bytes=66)
-    for i, sack in enumerate((-1, 5, -2)):
-        loop.at(i * S, lambda s: fast.send(AckPkt(0, 1, s, 0, 1000, loop.now), 66 + (12 if s != -1 else 0)), sack)
-    loop.run()
-    assert got == [(-1, 66 * MS + 1), (5, S + 78 * MS + 1), (-2, 2 * S + 78 * MS + 1)]
+    ack_a = LinkSpec("a", rate_bps=StepSeries.constant(1e9), owd_ns=StepSeries((0, 1 * S, 1_300_000_000),
+                                                                               (10 * MS, 400 * MS, 10 * MS)),
+                     buffer_bytes=10**7)
+    ack_b = LinkSpec("b", rate_bps=StepSeries.constant(8e5), owd_ns=StepSeries.constant(5 * MS), buffer_bytes=10**7)
+    data = LinkSpec("d", rate_bps=StepSeries.constant(4e6), owd_ns=StepSeries.constant(10 * MS),
+                    loss=StepSeries.constant(0.02), buffer_bytes=60_000)
+    cfg = ConnectionConfig()
+    r = run_network([data, ack_a, ack_b], [Route("p", data=("d",), ack=("a", "b"))], get("minrtt"),
+                    workload=Bulk(), conn=cfg, duration_ns=3 * S, seed=5)
+    ev = r.events
+    assert ev.filter((pl.col("point") == "drop") & (pl.col("dir") == "c2s")).height == 0
+    rcv = ev.filter((pl.col("point") == "rcv") & (pl.col("dir") == "s2c") & (pl.col("payload_bytes") > 0))
+    assert rcv.height > rcv.select("subflow", "seq").unique().height  # duplicates arrived: DSACKs were sent
+    acks = ev.filter((pl.col("point") == "rcv") & (pl.col("dir") == "c2s") & (pl.col("flags") == 0x010)
+                     & (pl.col("t_ns") > 0) & pl.col("data_ack").is_not_null())
+    sizes = acks["frame_bytes"].to_list()
+    assert set(sizes) == {cfg.ack_bytes, cfg.ack_bytes + 12}  # both kinds occur
+    sent = (acks["t_ns"] - acks["owd_ns"]).to_list()
+
+    def through(link: LinkSpec, times: list[int]) -> list[int]:
+        """FIFO: serialised from max(handed over, link free), rounded half up to the ns, then the delay
+        in force at the departure, never overtaking the packet ahead."""
+        out, free, last = [], 0, 0
+        rate = link.rate_bps.values[0]
+        for t, size in zip(times, sizes, strict=True):
+            free = max(t, free) + int(size * 8e9 / rate + 0.5)
+            last = max(free + int(link.owd_ns.at(free)), last)
+            out.append(last)
+        return out
+
+    assert through(ack_b, through(ack_a, sent)) == acks["t_ns"].to_list()
 
 
 def test_a_packet_held_forever_by_zero_capacity_is_never_lost() -> None:
     """Capacity zero for good holds packets in the buffer forever: they neither arrive nor draw a random
     loss (an earlier version recorded them as lost at t = 2^62 ns, which broke the tables)."""
-    from workbench.replay import PathConfig, StepSeries, run_replay
-    from workbench.schedulers import get
     dead = PathConfig(name="dead", rate_down_bps=StepSeries.constant(0.0), rate_up_bps=StepSeries.constant(1e6),
                       owd_down_ns=StepSeries.constant(1e6), owd_up_ns=StepSeries.constant(1e6),
                       loss_down=StepSeries.constant(1.0))
-    for engine in ("python", "compiled"):
-        r = run_replay([dead], get("minrtt"), workload=Bulk(), duration_ns=300_000_000, engine=engine)
-        assert r.summary["random_losses"] == 0
-        assert r.summary["delivered_bytes"] == 0
-        ev = r.events
-        assert ev.filter(ev["point"] == "drop")["t_ns"].max() is None or ev["t_ns"].max() < 300_000_000
+    r = run_replay([dead], get("minrtt"), workload=Bulk(), duration_ns=300_000_000)
+    assert r.summary["random_losses"] == 0
+    assert r.summary["delivered_bytes"] == 0
+    assert r.summary["data_packets_sent"] > 0  # sent, and held
+    ev = r.events
+    assert ev.filter(ev["point"] == "drop")["t_ns"].max() is None or ev["t_ns"].max() < 300_000_000

@@ -3,7 +3,8 @@
 
 * HyStart's ACK train (net/ipv4/tcp_cubic.c hystart_update): ACKs at most hystart_ack_delta_us = 2 ms
   apart continue a train, which ends slow start once longer than (delay_min + 1 ms) / 2; once per slow
-  start (``found``), until a Loss-state reset.
+  start (``found``), until a Loss-state reset. Checked call by call on the compiled CUBIC the engine
+  runs (`workbench_core.CcGroup`); the others on whole replays.
 * Receive-window growth (tcp_select_initial_window, tcp_grow_window): the SYN announces 64240 bytes,
   the window grows per segment received, and every segment is ACKed while it grows.
 * RACK in recovery (tcp_rack_detect_loss): a retransmission lost again is found and sent again without
@@ -20,49 +21,55 @@ import dataclasses
 
 import polars as pl
 import pytest
+import workbench_core
 
 from workbench.backends._model import engine_connection
 from workbench.experiment import StepSeries, stack_profile
 from workbench.replay import ConnectionConfig, Finite, PathConfig, run_replay
-from workbench.replay.cc import make_cc
 from workbench.schedulers import get
-from workbench.testing import StubSubflow
 
 MS = 1_000_000
 S = 1_000_000_000
 
 
-def _round_of_acks(cc, sf: StubSubflow, *, spacing_us: int, n: int, t0_us: int, rtt_us: int) -> None:
+def _cubic(cwnd: int, rtt_ms: int) -> workbench_core.CcGroup:
+    """The compiled CUBIC (with HyStart) on one established subflow in slow start."""
+    g = workbench_core.CcGroup("cubic", 1, hystart=True)
+    g.set(0, cwnd=cwnd, ssthresh=1 << 30, srtt_us8=rtt_ms * 1000 << 3, min_rtt_us=rtt_ms * 1000, established=True)
+    return g
+
+
+def _round_of_acks(g: workbench_core.CcGroup, *, spacing_us: int, n: int, t0_us: int, rtt_us: int) -> None:
     """One round of ``n`` ACKs ``spacing_us`` apart, each an RTT sample of ``rtt_us``."""
-    sf.una = sf.nxt + 1  # past the last round's end: a new round starts on the first ACK
-    sf.nxt = sf.una + n
+    nxt = g.subflow(0)["nxt"]
+    una = nxt + 1  # past the last round's end: a new round starts on the first ACK
+    g.set(0, una=una, nxt=una + n)
     for k in range(n):
-        cc.on_rtt(sf, rtt_us, (t0_us + k * spacing_us) * 1000)
-        sf.una += 1
+        g.on_rtt(0, rtt_us, (t0_us + k * spacing_us) * 1000)
+        g.set(0, una=una + k + 1)
 
 
 @pytest.mark.parametrize(("spacing_us", "exits"), [(1_500, True), (2_000, True), (2_500, False)])
 def test_hystart_ack_train_spacing_is_the_kernels_2_ms(spacing_us: int, exits: bool) -> None:
-    sf = StubSubflow(cwnd=20, ssthresh=1 << 30, srtt_ms=10)
-    cc = make_cc("cubic", [sf])
-    # delay_min 10 ms: the train ends slow start once longer than (10 + 1) / 2 = 5.5 ms; the RTT does not
-    # grow, so the delay test never fires
-    _round_of_acks(cc, sf, spacing_us=spacing_us, n=8, t0_us=0, rtt_us=10_000)
-    assert (sf.ssthresh == sf.cwnd) is exits, (spacing_us, sf.ssthresh)
-    assert sf.hystart_exits == (1 if exits else 0)
+    g = _cubic(20, 10)
+    # delay_min 10 ms: the train ends slow start once longer than (10 + 1) / 2 = 5.5 ms (the 5th ACK
+    # 1.5 ms apart: 6 ms; the 4th 2 ms apart: 6 ms); the RTT does not grow, so the delay test never fires
+    _round_of_acks(g, spacing_us=spacing_us, n=8, t0_us=0, rtt_us=10_000)
+    sf = g.subflow(0)
+    assert (sf["ssthresh"] == sf["cwnd"] == 20) is exits, (spacing_us, sf["ssthresh"])
+    assert sf["hystart_exits"] == (1 if exits else 0)
 
 
 def test_hystart_finds_its_exit_once_per_slow_start() -> None:
-    sf = StubSubflow(cwnd=20, ssthresh=1 << 30, srtt_ms=10)
-    cc = make_cc("cubic", [sf])
-    _round_of_acks(cc, sf, spacing_us=1_000, n=8, t0_us=0, rtt_us=10_000)
-    assert sf.hystart_exits == 1
-    sf.ssthresh = 1 << 30  # slow start again without a Loss-state reset (as after an idle restart)
-    _round_of_acks(cc, sf, spacing_us=1_000, n=8, t0_us=100_000, rtt_us=10_000)
-    assert sf.hystart_exits == 1 and sf.ssthresh == 1 << 30
-    cc.on_state(sf, 4, 200_000_000)  # TCP_CA_Loss: bictcp_reset clears found
-    _round_of_acks(cc, sf, spacing_us=1_000, n=8, t0_us=300_000, rtt_us=10_000)
-    assert sf.hystart_exits == 2
+    g = _cubic(20, 10)
+    _round_of_acks(g, spacing_us=1_000, n=8, t0_us=0, rtt_us=10_000)
+    assert g.subflow(0)["hystart_exits"] == 1
+    g.set(0, ssthresh=1 << 30)  # slow start again without a Loss-state reset (as after an idle restart)
+    _round_of_acks(g, spacing_us=1_000, n=8, t0_us=100_000, rtt_us=10_000)
+    assert g.subflow(0)["hystart_exits"] == 1 and g.subflow(0)["ssthresh"] == 1 << 30
+    g.on_state(0, 4, 200_000_000)  # TCP_CA_Loss: bictcp_reset clears found
+    _round_of_acks(g, spacing_us=1_000, n=8, t0_us=300_000, rtt_us=10_000)
+    assert g.subflow(0)["hystart_exits"] == 2
 
 
 def _ack_rows(events: pl.DataFrame) -> pl.DataFrame:
