@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from workbench.report.figures import METRICS, build_figures, page_figure_data, thin, winners
 
 
@@ -58,22 +60,94 @@ def test_page_data_and_figures() -> None:
     assert [fid for fid, _, _ in build_figures(only)] == ["ooo_cdf", "goodput", "share", "ooo_queue"]
 
 
+def _capture_view(paths: list[str]) -> dict:
+    """`capture_view_data`'s shape: the last path carried nothing (its panels say so)."""
+    full = {"seq": {"t_s": [0.0, 0.1], "dsn_mb": [0.0, 0.1]}, "retrans": {"t_s": [0.05], "dsn_mb": [0.0]},
+            "reinject": {"t_s": [0.07], "dsn_mb": [0.05]}, "throughput": {"t_s": [0.0, 0.1], "mbps": [8.0, 9.0]},
+            "rtt": {"t_s": [0.0], "ms": [20.0]}, "owd": {"t_s": [0.01], "ms": [10.0]},
+            "ooo": {"t_s": [0.1], "ms": [1.5]},
+            "timeline": {"t_s": [0.0, 0.2], "capacity_mbps": [10.0, 10.0], "owd_ms": [None, None]}}
+    empty = {k: ({kk: [] for kk in v} if isinstance(v, dict) else None) for k, v in full.items()}
+    truth = [{"path": paths[0], "kind": "rate", "t_s": [0.0, 1.0], "value": [9.0, 9.0], "label": "rate1.csv"},
+             {"path": paths[0], "kind": "delay", "t_s": [0.0, 1.0], "value": [10.0, 10.0], "label": "owd1.csv"}]
+    return {"paths": paths, "per_path": {p: full if i < len(paths) - 1 else empty for i, p in enumerate(paths)},
+            "truth": truth, "point": "snd", "data_dir": "s2c"}
+
+
+def _timelines():  # type: ignore[no-untyped-def]
+    from workbench.timeline import PathTimeline, Timelines
+
+    return Timelines([PathTimeline.constant("wifi", capacity_down_bps=2e7, owd_down_ns=10_000_000, loss_down=0.0),
+                      PathTimeline.constant("lte", capacity_down_bps=1e7, capacity_up_bps=5e6, kind="throughput")])
+
+
+def _misspelt(fig_dict: dict) -> list[dict]:
+    """Copies of the figure, each with one property misspelt: in a trace (if any) or in the layout."""
+    import copy
+
+    out = []
+    if fig_dict["data"]:
+        bad = copy.deepcopy(fig_dict)
+        tr = bad["data"][0]
+        tr["line" if "line" in tr else "marker"]["colour"] = "red"
+        out.append(bad)
+    bad = copy.deepcopy(fig_dict)
+    bad["layout"]["xaxis"]["rangemod"] = "tozero"
+    out.append(bad)
+    return out
+
+
 def test_every_figure_is_valid_plotly() -> None:
-    """`build_figures` builds its figures without plotly's per-property validation (for speed): here
-    every figure goes through it, so a misspelt property or a wrong value type fails."""
+    """The report's figures are built without plotly's per-property validation (for speed): plain
+    line and bar figures (`_figure`), the multi-panel ones from a `subplot_layout` grid (buffers,
+    capture views, path timelines) and the timelines figure read back from its JSON. Here every
+    figure goes through it, so a misspelt property or a wrong value type fails."""
     import plotly.graph_objects as go
     import pytest
 
+    from workbench.report.capture_views import capture_view_figure
+    from workbench.timeline import timeline_figure
+
     rows = [{"source": "observed", "kind": "observed", "share_wifi": 0.7, "share_lte": 0.3},
             {"source": "minrtt", "kind": "scheduler", "share_wifi": 0.6, "share_lte": 0.4}]
-    data = page_figure_data([_source("observed", "observed"), _source("minrtt", "scheduler")], rows, None,
-                            paths=["wifi", "lte"])
+    data = page_figure_data([_source("observed", "observed"), _source("minrtt", "scheduler")], rows,
+                            timeline_figure(_timelines()).to_json(), paths=["wifi", "lte"])
+    data["capture_view"] = _capture_view(["wifi", "lte"])
     figs = build_figures(data)
-    assert len(figs) == 6
-    for fid, _, fig in figs:
+    assert [fid for fid, _, _ in figs] == ["timelines", "capture", "ooo_cdf", "goodput", "burstiness", "share",
+                                           "ooo_queue", "buffers"]
+    others = [("timeline_figure", timeline_figure(_timelines(), title="t")),
+              ("capture_view_figure, 3 paths", capture_view_figure(_capture_view(["a", "b", "c"]), title="")),
+              ("capture_view_figure, no path", capture_view_figure(_capture_view(["a"]) | {"paths": []}))]
+    for fid, fig in [(fid, fig) for fid, _, fig in figs] + others:
         checked = go.Figure(fig.to_dict())  # validates every property, raises ValueError on a bad one
         assert checked.to_plotly_json() == fig.to_plotly_json(), fid
-    bad = build_figures(data)[0][2].to_dict()
-    bad["data"][0]["line"]["colour"] = "red"
-    with pytest.raises(ValueError):
-        go.Figure(bad)
+        for bad in _misspelt(fig.to_dict()):
+            with pytest.raises(ValueError):
+                go.Figure(bad)
+
+
+@pytest.mark.parametrize(("rows", "cols", "vs", "hs"), [(2, 1, 0.08, None), (3, 1, 0.06, None), (4, 1, 0.05, 0.06),
+                                                        (4, 2, 0.05, 0.06), (4, 5, 0.05, 0.06), (3, 7, 0.1, 0.02)])
+def test_subplot_grid_is_make_subplots(rows: int, cols: int, vs: float, hs: float | None) -> None:
+    """The multi-panel figures lay out their grid as ``make_subplots(shared_xaxes=True)`` does, to
+    the last bit of every domain, and keep its grid: traces added by row and column land on the
+    same axes."""
+    import json
+
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from workbench.timeline.figure import grid_figure, subplot_layout
+
+    titles = [f"title {i}" if i != 1 else "" for i in range(rows * cols)]
+    want = make_subplots(rows=rows, cols=cols, shared_xaxes=True, vertical_spacing=vs, horizontal_spacing=hs,
+                         subplot_titles=titles)
+    layout, refs = subplot_layout(rows, cols, vertical_spacing=vs, horizontal_spacing=hs, subplot_titles=titles)
+    got = grid_figure([], {**layout, "template": want.layout.template}, refs)
+    assert json.dumps(got.to_plotly_json(), sort_keys=True) == json.dumps(want.to_plotly_json(), sort_keys=True)
+    assert got._grid_ref == want._grid_ref and got._grid_str == want._grid_str
+    for fig in (got, want):
+        fig.add_trace(go.Scatter(x=[0], y=[1]), row=rows, col=cols)
+        fig.update_xaxes(title_text="t", row=rows, col=1)
+    assert json.dumps(got.to_plotly_json(), sort_keys=True) == json.dumps(want.to_plotly_json(), sort_keys=True)

@@ -174,70 +174,77 @@ def capture_view_data(events: pl.DataFrame, conn: int, *, timelines: Any = None,
 
 
 def capture_view_figure(data: Mapping[str, Any], *, title: str = "The capture, per path") -> go.Figure:
-    """Four rows (sequence, delay, throughput, OOO delay) x one column per path, shared time axis."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+    """Four rows (sequence, delay, throughput, OOO delay) x one column per path, shared time axis.
+    Built from plain dicts (`workbench.timeline.figure.subplot_layout`), as ``make_subplots`` would
+    lay it out, without plotly's per-property validation (most of the cost of thousands of points)."""
+    import plotly.io as pio
 
     from workbench.report.figures import path_colors
+    from workbench.timeline.figure import grid_figure, subplot_layout
 
     paths = list(data["paths"])
     n = max(1, len(paths))
-    fig = make_subplots(rows=4, cols=n, shared_xaxes=True, vertical_spacing=0.05, horizontal_spacing=0.06,
-                        subplot_titles=[f"{p}: {r}" for r in _ROWS for p in (paths or ["(no data)"])])
+    layout, refs = subplot_layout(4, n, vertical_spacing=0.05, horizontal_spacing=0.06,
+                                  subplot_titles=[f"{p}: {r}" for r in _ROWS for p in (paths or ["(no data)"])])
     color = path_colors(paths)
+    traces: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     legend_once: set[str] = set()
 
-    def add(trace: Any, row: int, col: int, group: str) -> None:
-        trace.legendgroup = group
-        trace.showlegend = group not in legend_once
+    def add(trace: dict[str, Any], row: int, col: int, group: str) -> None:
+        x, y = refs[row - 1][col - 1]
+        traces.append({**trace, "legendgroup": group, "showlegend": group not in legend_once, "xaxis": x, "yaxis": y})
         legend_once.add(group)
-        fig.add_trace(trace, row=row, col=col)
+
+    def markers(xs: list[float], ys: list[float], name: str, **marker: Any) -> dict[str, Any]:
+        return {"type": "scattergl", "x": xs, "y": ys, "mode": "markers", "name": name, "marker": marker}
+
+    def steps(xs: list[Any], ys: list[Any], name: str, **line: Any) -> dict[str, Any]:
+        return {"type": "scatter", "x": xs, "y": ys, "mode": "lines", "name": name, "line": {**line, "shape": "hv"}}
+
+    def note(text: str, row: int, col: int) -> None:
+        x, y = refs[row - 1][col - 1]
+        notes.append({"font": {"color": "#777"}, "showarrow": False, "text": text, "x": 0.5,
+                      "xref": f"{x} domain", "y": 0.5, "yref": f"{y} domain"})
 
     for j, p in enumerate(paths, start=1):
         d = data["per_path"][p]
         c = color[p]
-        add(go.Scattergl(x=d["seq"]["t_s"], y=d["seq"]["dsn_mb"], mode="markers", name="data segment",
-                         marker={"size": 3, "color": c}), 1, j, "data segment")
-        add(go.Scattergl(x=d["retrans"]["t_s"], y=d["retrans"]["dsn_mb"], mode="markers",
-                         name="retransmission", marker={"size": 7, "color": "#d62728", "symbol": "x"}),
-            1, j, "retransmission")
-        add(go.Scattergl(x=d["reinject"]["t_s"], y=d["reinject"]["dsn_mb"], mode="markers",
-                         name="MPTCP reinjection", marker={"size": 7, "color": "#ff7f0e", "symbol": "diamond"}),
-            1, j, "MPTCP reinjection")
-        add(go.Scattergl(x=d["rtt"]["t_s"], y=d["rtt"]["ms"], mode="markers", name="RTT sample",
-                         marker={"size": 3, "color": c, "opacity": 0.6}), 2, j, "RTT sample")
-        add(go.Scattergl(x=d["owd"]["t_s"], y=d["owd"]["ms"], mode="markers", name="one-way delay (pair)",
-                         marker={"size": 3, "color": "#2ca02c", "opacity": 0.6}), 2, j, "one-way delay (pair)")
-        add(go.Scatter(x=d["throughput"]["t_s"], y=d["throughput"]["mbps"], mode="lines", name="throughput",
-                       line={"shape": "hv", "color": c}), 3, j, "throughput")
-        add(go.Scattergl(x=d["ooo"]["t_s"], y=d["ooo"]["ms"], mode="markers", name="OOO delay",
-                         marker={"size": 3, "color": c}), 4, j, "OOO delay")
+        add(markers(d["seq"]["t_s"], d["seq"]["dsn_mb"], "data segment", color=c, size=3), 1, j, "data segment")
+        add(markers(d["retrans"]["t_s"], d["retrans"]["dsn_mb"], "retransmission", color="#d62728", size=7,
+                    symbol="x"), 1, j, "retransmission")
+        add(markers(d["reinject"]["t_s"], d["reinject"]["dsn_mb"], "MPTCP reinjection", color="#ff7f0e", size=7,
+                    symbol="diamond"), 1, j, "MPTCP reinjection")
+        add(markers(d["rtt"]["t_s"], d["rtt"]["ms"], "RTT sample", color=c, opacity=0.6, size=3), 2, j, "RTT sample")
+        add(markers(d["owd"]["t_s"], d["owd"]["ms"], "one-way delay (pair)", color="#2ca02c", opacity=0.6, size=3),
+            2, j, "one-way delay (pair)")
+        add(steps(d["throughput"]["t_s"], d["throughput"]["mbps"], "throughput", color=c), 3, j, "throughput")
+        add(markers(d["ooo"]["t_s"], d["ooo"]["ms"], "OOO delay", color=c, size=3), 4, j, "OOO delay")
         tl = d.get("timeline")
         if tl:
-            add(go.Scatter(x=tl["t_s"], y=tl["owd_ms"], mode="lines", name="estimated timeline",
-                           line={"shape": "hv", "color": "#333", "dash": "dash"}), 2, j, "estimated timeline")
-            add(go.Scatter(x=tl["t_s"], y=tl["capacity_mbps"], mode="lines", name="estimated timeline",
-                           line={"shape": "hv", "color": "#333", "dash": "dash"}), 3, j, "estimated timeline")
+            add(steps(tl["t_s"], tl["owd_ms"], "estimated timeline", color="#333", dash="dash"), 2, j,
+                "estimated timeline")
+            add(steps(tl["t_s"], tl["capacity_mbps"], "estimated timeline", color="#333", dash="dash"), 3, j,
+                "estimated timeline")
         for t in data.get("truth") or []:
             if t["path"] != p:
                 continue
-            add(go.Scatter(x=t["t_s"], y=t["value"], mode="lines", name=f"ground truth ({t['label']})",
-                           line={"shape": "hv", "color": "#9467bd", "dash": "dot", "width": 2}),
+            add(steps(t["t_s"], t["value"], f"ground truth ({t['label']})", color="#9467bd", dash="dot", width=2),
                 3 if t["kind"] == "rate" else 2, j, f"ground truth ({t['label']})")
         if not d["seq"]["t_s"] and not d["retrans"]["t_s"] and not d["reinject"]["t_s"]:
-            fig.add_annotation(text="no data segments on this path", showarrow=False, row=1, col=j,
-                               x=0.5, y=0.5, xref="x domain", yref="y domain", font={"color": "#777"})
+            note("no data segments on this path", 1, j)
         if not d["ooo"]["t_s"]:
-            fig.add_annotation(text="no receiver-side rows: no OOO delay", showarrow=False, row=4, col=j,
-                               x=0.5, y=0.5, xref="x domain", yref="y domain", font={"color": "#777"})
+            note("no receiver-side rows: no OOO delay", 4, j)
         if not d["rtt"]["t_s"] and not d["owd"]["t_s"]:
-            fig.add_annotation(text="no delay samples", showarrow=False, row=2, col=j, x=0.5, y=0.5,
-                               xref="x domain", yref="y domain", font={"color": "#777"})
-    for r in range(2, 5):   # delays, rates: never below 0; the sequence row keeps its own range
-        fig.update_yaxes(rangemode="tozero", row=r)
-    fig.update_xaxes(rangemode="tozero")
-    for j in range(1, n + 1):
-        fig.update_xaxes(title_text="time since the first packet (s)", row=4, col=j)
-    fig.update_layout(title=title, template="plotly_white", height=1000,
-                      margin={"l": 60, "r": 20, "t": 70, "b": 50}, legend={"orientation": "h", "y": -0.08})
-    return fig
+            note("no delay samples", 2, j)
+    layout["annotations"] += notes
+    for r, row in enumerate(refs, start=1):
+        for x, y in row:
+            layout["xaxis" + x[1:]]["rangemode"] = "tozero"
+            if r > 1:   # delays, rates: never below 0; the sequence row keeps its own range
+                layout["yaxis" + y[1:]]["rangemode"] = "tozero"
+            if r == len(refs):
+                layout["xaxis" + x[1:]]["title"] = {"text": "time since the first packet (s)"}
+    layout.update(title={"text": title}, template=pio.templates["plotly_white"], height=1000,
+                  margin={"l": 60, "r": 20, "t": 70, "b": 50}, legend={"orientation": "h", "y": -0.08})
+    return grid_figure(traces, layout, refs)

@@ -210,17 +210,6 @@ def _colors(sources: Sequence[SourceData]) -> dict[str, str]:
             for s in sources}
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
-    """`_layout_dict` applied to a figure with subplots: every x and y axis starts at 0."""
-    layout = _layout_dict(title, x, y)
-    fig.update_layout({k: v for k, v in layout.items() if k not in ("xaxis", "yaxis")},
-                      xaxis_title=x, yaxis_title=y)
-    fig.update_yaxes(rangemode="tozero")
-    if x != "source":
-        fig.update_xaxes(rangemode="tozero")
-    return fig
-
-
 def _layout_dict(title: str, x: str, y: str) -> dict[str, Any]:
     import plotly.io as pio
 
@@ -239,6 +228,16 @@ def _figure(traces: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
     import plotly.graph_objects as go
 
     return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def _figure_from_json(text: str) -> go.Figure:
+    """A figure from plotly JSON this package wrote (`timeline_figure(...).to_json()`), as
+    `pio.from_json` reads it but without validating every property again (see `_figure`)."""
+    import json
+
+    import plotly.graph_objects as go
+
+    return go.Figure(json.loads(text), _validate=False)
 
 
 def tidy_panels(fig: go.Figure) -> go.Figure:
@@ -265,10 +264,6 @@ def tidy_panels(fig: go.Figure) -> go.Figure:
 def build_figures(data: dict[str, Any]) -> list[tuple[str, str, go.Figure]]:
     """(figure id, caption, plotly figure) for each figure the page shows; figures without data are
     left out (a replay-less input has no burstiness or buffer figures)."""
-    import plotly.graph_objects as go
-    import plotly.io as pio
-    from plotly.subplots import make_subplots
-
     sources = data["sources"]
     color = _colors(sources)
     figs: list[tuple[str, str, go.Figure]] = []
@@ -277,9 +272,11 @@ def build_figures(data: dict[str, Any]) -> list[tuple[str, str, go.Figure]]:
         return 3.0 if s["kind"] == "observed" else 1.6
 
     if data.get("timelines"):
+        # The timelines figure's JSON (`timeline_figure`, made where the timelines are): read back as
+        # it was written, without validating it again (`pio.from_json` would, trace by trace).
         figs.append(("timelines", "Path timelines used for the replays: capacity, one-way delay and loss per "
                      "path (measured / estimated / assumed, see the hover text).",
-                     tidy_panels(pio.from_json(data["timelines"]))))
+                     tidy_panels(_figure_from_json(data["timelines"]))))
 
     cv = data.get("capture_view")
     if cv and cv.get("paths"):
@@ -340,19 +337,28 @@ def build_figures(data: dict[str, Any]) -> list[tuple[str, str, go.Figure]]:
 
     with_buf = [s for s in sources if s.get("buffers") and s["buffers"]["t_snd_s"]]
     if with_buf:
-        f = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                          subplot_titles=("send buffer (unacked + unsent)", "receive buffer (unread + out of order)"))
+        from workbench.timeline.figure import grid_figure, subplot_layout
+
+        layout, refs = subplot_layout(2, 1, vertical_spacing=0.08, subplot_titles=(
+            "send buffer (unacked + unsent)", "receive buffer (unread + out of order)"))
+        (snd_x, snd_y), (rcv_x, rcv_y) = refs[0][0], refs[1][0]
+        traces = []
         for s in with_buf:
             b = s["buffers"]
-            f.add_trace(go.Scatter(x=b["t_snd_s"], y=b["snd_bytes"], name=s["source"], mode="lines",
-                                   legendgroup=s["source"], line={"color": color[s["source"]]}), row=1, col=1)
-            f.add_trace(go.Scatter(x=b["t_rcv_s"], y=b["rcv_bytes"], name=s["source"], mode="lines",
-                                   legendgroup=s["source"], showlegend=False, line={"color": color[s["source"]]}),
-                        row=2, col=1)
-        _layout(f, "Send / receive buffer occupancy", "", "bytes")
-        f.update_layout(height=520)
-        f.update_xaxes(title_text="time since connect (s)", row=2, col=1)
+            line = {"color": color[s["source"]]}
+            traces.append({"type": "scatter", "x": b["t_snd_s"], "y": b["snd_bytes"], "name": s["source"],
+                           "mode": "lines", "legendgroup": s["source"], "line": line, "xaxis": snd_x, "yaxis": snd_y})
+            traces.append({"type": "scatter", "x": b["t_rcv_s"], "y": b["rcv_bytes"], "name": s["source"],
+                           "mode": "lines", "legendgroup": s["source"], "showlegend": False, "line": dict(line),
+                           "xaxis": rcv_x, "yaxis": rcv_y})
+        base = _layout_dict("Send / receive buffer occupancy", "", "bytes")
+        # every axis starts at 0; the time axis is titled under the bottom panel only
+        layout["xaxis"].update(title={"text": ""}, rangemode="tozero")
+        layout["yaxis"].update(title={"text": "bytes"}, rangemode="tozero")
+        layout["xaxis2"].update(rangemode="tozero", title={"text": "time since connect (s)"})
+        layout["yaxis2"].update(rangemode="tozero")
+        layout.update({k: v for k, v in base.items() if k not in ("xaxis", "yaxis")}, height=520)
         figs.append(("buffers", "Connection-level buffer occupancy sampled every 10 ms in the replays; max per "
-                     "display bucket.", f))
+                     "display bucket.", grid_figure(traces, layout, refs)))
     return figs
 
