@@ -2,13 +2,12 @@
 Python scheduler inside the compiled engine, calling it with the GIL at every decision.
 
 The bench scenario of bench_replay.py (2 paths, 30 Mbit/s / 10 ms and 10 Mbit/s / 40 ms one-way, 60 s
-bulk, minRTT, recorder off), three ways, and two more that split the bridge's cost:
+bulk, minRTT, recorder off), two ways, and a third that splits the bridge's cost:
 
 * ``compiled``: minRTT's Rust port (sched/minrtt.rs), no Python in the run;
 * ``bridge``: minRTT's Python implementation (workbench.schedulers._minrtt) called from the
   compiled engine through the bridge (``run_replay(..., engine="bridge")``);
-* ``python``: the Python engine (mypyc-compiled where built) with the same Python minRTT;
-* ``bridge, replayed`` / ``python, replayed``: a Python scheduler that returns the decisions minRTT
+* ``bridge, replayed``: a Python scheduler that returns the decisions minRTT
   made, recorded in a first run, without reading anything: the same run, so the difference to
   ``compiled`` is the cost of calling into Python and reading its answer, and the difference to the
   row above it is what minRTT's own Python code (its view reads included) costs.
@@ -146,8 +145,7 @@ def main() -> None:
     base = 0.0
     runs = {}
     for way, s, engine in (("compiled", sched, "compiled"), ("bridge", sched, "bridge"),
-                           ("bridge, replayed", replayed, "bridge"), ("python", sched, "python"),
-                           ("python, replayed", replayed, "python")):
+                           ("bridge, replayed", replayed, "bridge")):
         cpu, wall, r = timed(s, a.seconds, engine, a.repeat)
         runs[way] = r
         n = r.summary["data_packets_sent"]

@@ -1,15 +1,15 @@
 """Replay engine speed: 2 paths (30 Mbit/s / 10 ms and 10 Mbit/s / 40 ms one-way), 60 s bulk, minRTT.
 
 Prints simulated data packets per second of wall time and the speed-up over real time, with and
-without the recorder, and CPU time (the dev machine is shared, so wall time is noisy), for the engine
-the run used ("compiled": native/engine; "python": the Python engine, `--engine python`). For the
-compiled engine it also prints the bytes its recorder buffers hold per recorded row and what the
-segment tables hold at the end (O(data in flight)). Issue 17's targets: >= 1,500x real time with the
+without the recorder, and CPU time (the dev machine is shared, so wall time is noisy); ``--engine
+bridge`` runs the scheduler's Python class through the plug-in bridge instead of its Rust port. It
+also prints the bytes the recorder buffers hold per recorded row and what the segment tables hold at
+the end (O(data in flight)). Issue 17's targets: >= 1,500x real time with the
 recorder off, >= 800x with it on, <= 64 B per recorded packet event; with ``--gbps`` (700 + 300
 Mbit/s, 5 and 15 ms, 2 MB buffers): >= 100x; with ``--hour`` (one hour at 100 Mbit/s: 70 + 30 Mbit/s,
 10 and 40 ms, recorder on, tables not built): the process's peak RSS, which must stay under 4 GB.
 
-    .venv/bin/python benchmarks/bench_replay.py [--seconds 60] [--engine auto|python] [--gbps | --hour] [--profile]
+    .venv/bin/python benchmarks/bench_replay.py [--seconds 60] [--engine auto|bridge] [--gbps | --hour] [--profile]
 """
 
 from __future__ import annotations
@@ -44,13 +44,12 @@ def bench(seconds: float, *, record: bool, scheduler: str, engine: str = "auto",
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     n = r.summary["data_packets_sent"]
     st = r.engine_stats
-    print(f"{scheduler:10s} {st['engine']:8s} record={record!s:5s}  {n} data pkts, {r.summary['events']} events, "
+    print(f"{scheduler:10s} {st['scheduler']:8s} record={record!s:5s}  {n} data pkts, {r.summary['events']} events, "
           f"delivery rate {r.delivery_rate_bps / 1e6:.2f} Mbit/s | wall {wall:.2f} s: {n / wall:,.0f} pkts/s, "
           f"{seconds / wall:.1f}x real time | cpu {cpu:.2f} s: {seconds / cpu:.1f}x | {cpu / n * 1e6:.3f} us cpu/pkt")
-    if st["engine"] == "compiled":
-        rows = st["recorder_rows"]
-        per_row = f"{st['recorder_bytes'] / rows:.1f} B per recorded row ({rows} rows)" if rows else "no recorder"
-        print(f"           {per_row}; segment tables at the end {st['segment_state_bytes']:,} B")
+    rows = st["recorder_rows"]
+    per_row = f"{st['recorder_bytes'] / rows:.1f} B per recorded row ({rows} rows)" if rows else "no recorder"
+    print(f"           {per_row}; segment tables at the end {st['segment_state_bytes']:,} B")
     if hour:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         print(f"           peak RSS of the process {peak / 2**30:.2f} GiB (target: under 4 GB), recorder buffers "
@@ -65,7 +64,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--scheduler", default="minrtt")
-    ap.add_argument("--engine", default="auto", choices=["auto", "python"])
+    ap.add_argument("--engine", default="auto", choices=["auto", "bridge"])
     ap.add_argument("--gbps", action="store_true", help="the 1 Gbit/s scenario (700 + 300 Mbit/s)")
     ap.add_argument("--hour", action="store_true", help="one hour at 100 Mbit/s with the recorder: peak memory")
     ap.add_argument("--profile", action="store_true")

@@ -1,11 +1,7 @@
 """Wall time of a batch report over the bundled traces (``traces/``) with every registered scheduler,
 serial (``--jobs 1``) vs two worker processes (``--jobs 2``).
 
-Usage: bench_report.py [INPUT ...] [--schedulers all] [--jobs-list 1,2] [--engines auto]
-
-``--engines python,auto`` times the same report with every replay forced into the Python engine
-(``run_network(engine="python")``, patched in the report process; use it with ``--jobs-list 1``, since
-worker processes may not inherit the patch) against the default (the compiled engine).
+Usage: bench_report.py [INPUT ...] [--schedulers all] [--jobs-list 1,2] [--against DIR]
 
 ``--against DIR`` also times the same report in another checkout of the project (with its own
 ``.venv``, made by its ``scripts/setup.sh``), e.g. the commit the issue was measured at, and prints the
@@ -32,19 +28,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 _RUN = """
-import functools, sys
-import workbench.replay.run as replay_run
-from workbench.report import resolve_settings, run_report
-if __name__ == "__main__":
-    out, jobs, scheds, engine, *inputs = sys.argv[1:]
-    replay_run.run_network = functools.partial(replay_run.run_network, engine=engine)
-    o = run_report(inputs, out, resolve_settings(scheds), jobs=int(jobs), show_progress=False)
-    print(o.n_inputs, o.n_ok, o.n_partial, o.n_failed)
-"""
-
-
-# The same report in another checkout, whose code may predate the engine switch.
-_RUN_PLAIN = """
 import sys
 from workbench.report import resolve_settings, run_report
 if __name__ == "__main__":
@@ -54,13 +37,10 @@ if __name__ == "__main__":
 """
 
 
-def run(out: Path, jobs: int, schedulers: str, inputs: list[str], *, engine: str = "auto",
-        checkout: Path | None = None) -> tuple[float, str]:
-    if checkout is None:
-        cmd, cwd = [sys.executable, "-c", _RUN, str(out), str(jobs), schedulers, engine, *inputs], REPO
-    else:
-        cmd = [str(checkout / ".venv" / "bin" / "python"), "-c", _RUN_PLAIN, str(out), str(jobs), schedulers, *inputs]
-        cwd = checkout
+def run(out: Path, jobs: int, schedulers: str, inputs: list[str], *, checkout: Path | None = None
+        ) -> tuple[float, str]:
+    python = sys.executable if checkout is None else str(checkout / ".venv" / "bin" / "python")
+    cmd, cwd = [python, "-c", _RUN, str(out), str(jobs), schedulers, *inputs], checkout or REPO
     t0 = time.perf_counter()
     p = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=cwd)
     return time.perf_counter() - t0, p.stdout.strip()
@@ -71,7 +51,6 @@ def main() -> None:
     ap.add_argument("inputs", nargs="*", default=[str(REPO / "traces")])
     ap.add_argument("--schedulers", default="all")
     ap.add_argument("--jobs-list", default="1,2")
-    ap.add_argument("--engines", default="auto", help="comma-separated: auto (compiled), python")
     ap.add_argument("--against", type=Path, help="another checkout (with its .venv) to time the same report in")
     args = ap.parse_args()
     inputs = [str(Path(i).resolve()) for i in args.inputs]  # the other checkout runs in its own folder
@@ -83,22 +62,21 @@ def main() -> None:
             run(Path(tmp) / "warm-against", 2, "minrtt", inputs, checkout=args.against)
         times: dict[str, float] = {}
         tables: dict[str, pl.DataFrame] = {}
-        settings = [(engine, jobs, None) for engine in args.engines.split(",")
-                    for jobs in (int(j) for j in args.jobs_list.split(","))]
+        jobs_list = [int(j) for j in args.jobs_list.split(",")]
+        settings: list[tuple[int, Path | None]] = [(jobs, None) for jobs in jobs_list]
         if args.against is not None:
-            settings = [("-", jobs, args.against) for jobs in (int(j) for j in args.jobs_list.split(","))] + settings
-        for engine, jobs, checkout in settings:
-            label = (f"--jobs {jobs}, engine {engine}" if checkout is None
-                     else f"--jobs {jobs}, checkout {checkout}")
-            out = Path(tmp) / f"jobs{jobs}-{engine}-{checkout is not None}"
-            wall, counts = run(out, jobs, args.schedulers, inputs, engine=engine, checkout=checkout)
+            settings = [(jobs, args.against) for jobs in jobs_list] + settings
+        for jobs, checkout in settings:
+            label = f"--jobs {jobs}" if checkout is None else f"--jobs {jobs}, checkout {checkout}"
+            out = Path(tmp) / f"jobs{jobs}-{checkout is not None}"
+            wall, counts = run(out, jobs, args.schedulers, inputs, checkout=checkout)
             times[label] = wall
             tables[label] = pl.read_parquet(out / "metrics.parquet")
             n, ok, partial, failed = counts.split()
             print(f"{label}: {wall:6.1f} s  ({n} inputs: {ok} replayed, {partial} without replay, "
                   f"{failed} failed; {tables[label].height} metric rows)", flush=True)
         first = next(iter(times))
-        for (_, jobs, checkout), (label, wall) in zip(settings, times.items(), strict=True):
+        for (jobs, checkout), (label, wall) in zip(settings, times.items(), strict=True):
             # against the other checkout at the same --jobs, else against the first setting
             ref_label = f"--jobs {jobs}, checkout {args.against}" if args.against is not None else first
             if checkout is None and label != ref_label:

@@ -14,7 +14,6 @@ from dataclasses import replace
 
 from workbench.backends import ModelBackend
 from workbench.experiment import BulkWorkload, SubflowSpec, experiment_from_paths, stack_profile, two_way_path
-from workbench.replay import engine_is_compiled
 
 
 def experiment(n_subflows: int, cc: str, seconds: float):
@@ -34,7 +33,6 @@ def main() -> None:
     ap.add_argument("--cc", default="cubic,lia,olia")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
-    print(f"engine compiled: {engine_is_compiled()}")
     for cc in a.cc.split(","):
         cost = {}
         for n in (2, 4, 8):

@@ -9,8 +9,7 @@ want_test_tools="${1:-}"   # "--test" also installs what the test suite needs (h
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# gcc + Python headers compile the replay engine's core with mypyc (setup.py); without them it runs
-# as Python at half the speed.
+# gcc builds the kernel backend's delay line; the engine core is Rust (below).
 packages=(tshark python3-venv python3-pip gcc python3-dev)
 [ "$want_test_tools" = "--test" ] && packages+=(chromium postgresql)
 # the kernel backend (workbench lab): captures at both ends, veth offloads switched off
@@ -33,10 +32,12 @@ if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 
-# Reinstall only when the dependencies or the compiled engine modules changed (a compiled module
-# older than its source is refused at import time).
+# Reinstall only when the dependencies changed.
 stamp=".venv/.workbench-installed"
-digest=$(cat pyproject.toml setup.py workbench/replay/{events,link,tcp,mptcp}.py | sha256sum | cut -d' ' -f1)
+digest=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# A checkout from before the engine core was Rust only may still hold mypyc builds of the old Python
+# core beside the sources: importable, they would shadow nothing but mislead. Remove them once.
+rm -f workbench/replay/{events,link,tcp,mptcp}.cpython-*.so ./*__mypyc.cpython-*.so
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   echo "[setup] installing the project into .venv"
   .venv/bin/python -m pip install -q --upgrade pip

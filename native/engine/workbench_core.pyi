@@ -34,7 +34,8 @@ def run_receiver(
            list[tuple[int, int, int, int, int, int]]]: ...
 
 class CcGroup:
-    """The congestion control of one connection's subflows (native/engine/src/cc.rs), for the conformance tests."""
+    """The congestion control of one connection's subflows (native/engine/src/cc.rs), driven call by call by the
+    CC tests and the conformance suite (`workbench.testing.check_congestion_control`)."""
 
     def __init__(self, name: str, n_subflows: int, *, hystart: bool = True, init_cwnd: int = 10) -> None: ...
     def __len__(self) -> int: ...
@@ -75,7 +76,8 @@ def exported_column_bytes() -> int: ...
 class ConnView:
     """The connection as a bridged Python scheduler sees it (native/engine/src/py_sched.rs): live,
     valid only during the scheduler call it is passed to (RuntimeError after). The plain attributes
-    take a write, as the Python engine's connection does (a breach of the protocol)."""
+    take a write (a breach of the protocol, which the conformance suite reports): it writes the
+    engine's field."""
 
     @property
     def now_ns(self) -> int: ...

@@ -138,8 +138,8 @@ class ModelBackend(Backend):
                         conn=cfg, seed=e.seed, duration_ns=e.duration_ns, record=record,
                         direction=transfer.direction)
         counters = {k: v for k, v in r.summary.items() if k != "wall_s"}
-        from workbench.replay import engine_is_compiled
-        prov = {"backend": self.name, "scheduler": r.scheduler, "engine_compiled": engine_is_compiled(),
+        # "scheduler_code": "compiled" (a built-in's Rust port) or "bridge" (Python, called per decision)
+        prov = {"backend": self.name, "scheduler": r.scheduler, "scheduler_code": r.engine_stats["scheduler"],
                 "wall_s": r.summary["wall_s"]}
         return Run(backend=self.name, experiment=e, counters=counters, provenance=prov,
                    events_fn=(lambda: r.events) if record else None,

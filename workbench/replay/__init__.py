@@ -7,25 +7,20 @@
 >>> r = run_replay(paths, get("minrtt"), workload=Bulk(), duration_ns=5_000_000_000)
 >>> r.events  # PACKET_EVENTS, r.samples: SAMPLES, r.summary: counters
 
-The engine never imports polars at module level except in ``tables.py`` (building the tables).
+The engine itself is compiled (native/engine, the `workbench_core` module scripts/setup.sh builds):
+the event list, links, TCP subflows, congestion control, the MPTCP connection, the built-in
+schedulers and the recorder. This package plans runs, resolves Python objects at that edge, and turns
+the recorder's columns into tables; it imports polars only in ``tables.py`` (building the tables).
 """
 
 from __future__ import annotations
 
-import os
-
-from workbench.replay._compiled import check_compiled_engine, engine_is_compiled, use_python_engine
-
-if os.environ.get("WORKBENCH_PURE_PYTHON"):
-    use_python_engine()
-check_compiled_engine()  # before importing them: a stale compiled module would hide source edits
-
-from workbench.replay.mptcp import ConnectionConfig  # noqa: E402
-from workbench.replay.network import Route  # noqa: E402
-from workbench.replay.paths import PathConfig, StepSeries  # noqa: E402
-from workbench.replay.pcap import write_pcap  # noqa: E402
-from workbench.replay.run import ReplayResult, run_network, run_replay, run_single_path_baselines  # noqa: E402
-from workbench.replay.workload import AppTrace, Bulk, Bursts, Finite, Workload  # noqa: E402
+from workbench.replay.config import ConnectionConfig
+from workbench.replay.network import Route
+from workbench.replay.paths import PathConfig, StepSeries
+from workbench.replay.pcap import write_pcap
+from workbench.replay.run import ReplayResult, run_network, run_replay, run_single_path_baselines
+from workbench.replay.workload import AppTrace, Bulk, Bursts, Finite, Workload
 
 __all__ = [
     "AppTrace",
@@ -38,7 +33,6 @@ __all__ = [
     "Route",
     "StepSeries",
     "Workload",
-    "engine_is_compiled",
     "run_network",
     "run_replay",
     "run_single_path_baselines",

@@ -1,15 +1,13 @@
 """The edge of the compiled engine (issue 17, native/engine: `workbench_core.run_model`): resolves a
 run's Python objects into the plain values the Rust core takes (link timelines and each link's
-random stream, routes, connection settings, the handshake plan, the scheduler, the workload) and turns
-what it returns into a `ReplayResult`.
+random stream, routes, connection settings, the handshake plan, the scheduler, the workload) and
+hands back what it returns.
 
 The scheduler goes to Rust by registered name and parameters when it (every layer of it) has a
 compiled port (`compiled_spec`); any other `Scheduler` (a user's own class, a subclass, a built-in
 not ported yet, a layer over one) is handed over as the Python object and runs inside the compiled
 engine through its plug-in bridge (native/engine/src/py_sched.rs: the scheduler is called with the
-GIL at every decision and shown live views of the engine; `scheduler_arg`). A run goes to the
-compiled engine when its workload has a compiled port too (`workload_spec`); a user's own workload
-runs in the Python engine. Both engines give the same results for what both run.
+GIL at every decision and shown live views of the engine; `scheduler_arg`).
 """
 
 from __future__ import annotations
@@ -19,36 +17,33 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.replay.network import link_rng
 from workbench.replay.recorder import HandshakeRow
-from workbench.replay.workload import AppTrace, Bulk, Bursts, Finite, Workload
 from workbench.schedulers.base import Layer, Scheduler
 
 if TYPE_CHECKING:
     from workbench.experiment._model import LinkSpec
-    from workbench.replay.mptcp import ConnectionConfig
+    from workbench.replay.config import ConnectionConfig
     from workbench.replay.network import Route
 
-__all__ = ["ColumnRecorder", "compiled_spec", "core", "run_compiled", "scheduler_arg", "workload_spec"]
+__all__ = ["ColumnRecorder", "compiled_spec", "core", "run_compiled", "scheduler_arg"]
 
 SchedSpec = tuple[str, dict[str, Any], list[Any]]
 
 
 def core() -> Any:
-    """The compiled module, or None where it is not built."""
+    """The compiled module (built by scripts/setup.sh); ImportError with what to do where it is not."""
     try:
         import workbench_core
-    except ImportError:
-        return None
-    return workbench_core if hasattr(workbench_core, "run_model") else None
+    except ImportError as e:
+        raise ImportError("the compiled replay engine (workbench_core) is not built: run "
+                          "`bash scripts/setup.sh` (it builds native/engine with maturin)") from e
+    return workbench_core
 
 
 def compiled_spec(sched: Scheduler) -> SchedSpec | None:
     """``(name, params, [inner])`` of a registered built-in scheduler (or layer over one) the
     compiled engine runs; None for anything else (a subclass, a user's own class)."""
     from workbench.schedulers._registry import _REGISTRY
-    wb = core()
-    if wb is None:
-        return None
-    names = set(wb.compiled_schedulers())
+    names = set(core().compiled_schedulers())
     if sched.name not in names or _REGISTRY.get(sched.name) is not type(sched):
         return None
     inner: list[Any] = []
@@ -60,36 +55,15 @@ def compiled_spec(sched: Scheduler) -> SchedSpec | None:
     return (sched.name, dict(sched.param_values()), inner)
 
 
-def scheduler_arg(sched: Scheduler, *, bridge: bool = False) -> SchedSpec | Scheduler | None:
+def scheduler_arg(sched: Scheduler, *, bridge: bool = False) -> SchedSpec | Scheduler:
     """What `workbench_core.run_model` takes as ``scheduler``: the `compiled_spec` of a scheduler with a
     compiled port, else (or with ``bridge=True``, for tests and benchmarks) the object itself, run
-    through the plug-in bridge; None where the compiled module is not built (or predates the bridge)."""
-    wb = core()
-    if wb is None:
-        return None
+    through the plug-in bridge."""
     if not bridge:
         spec = compiled_spec(sched)
         if spec is not None:
             return spec
-    return sched if hasattr(wb, "ConnView") else None
-
-
-def workload_spec(wl: Workload) -> tuple[str, int | None, int, int, int, list[tuple[int, int]]] | None:
-    """The workload as the compiled engine takes it, from its initial state; None for other classes."""
-    t = type(wl)
-    if t is Bulk:
-        assert isinstance(wl, Bulk)
-        return ("bulk", wl.stop_ns, 0, 0, 0, [])
-    if t is Finite:
-        assert isinstance(wl, Finite)
-        return ("finite", None, wl.size_bytes, 0, 0, [])
-    if t is Bursts:
-        assert isinstance(wl, Bursts)
-        return ("bursts", None, wl.segments, wl.idle_ns, wl.n_bursts, [])
-    if t is AppTrace:
-        assert isinstance(wl, AppTrace)
-        return ("apptrace", None, 0, 0, 0, list(wl.writes))
-    return None
+    return sched
 
 
 class ColumnRecorder:
@@ -120,7 +94,6 @@ def run_compiled(links: Sequence[LinkSpec], routes: Sequence[Route], spec: Sched
     """Run one replay in the compiled engine; returns its counters (and "recorder" columns). ``spec``:
     see `scheduler_arg` (an exception a bridged scheduler raises comes out of here as it was raised)."""
     wb = core()
-    assert wb is not None
     link_args = []
     for s in links:
         rt, rv = _series_args(s.rate_bps)

@@ -1,23 +1,20 @@
-"""Taps into a replay, appended to plain Python lists, turned into tables by ``tables.py`` (and a
-pcap by ``pcap.py``) after the run.
+"""The row kinds a replay records, by name and field: the compiled engine's recorder
+(native/engine/src/record.rs) keeps each kind as typed columns with exactly these fields, turned into
+tables by ``tables.py`` (and a pcap by ``pcap.py``) after the run.
 
 Taps: data segment sent by a subflow (``snd``: `SndRow`), dropped in the network (``drop``:
 `DropRow`, queue overflow or random loss, data or ACK), received by the client subflow (``rcv``:
 `RcvRow`, with one-way delay), ACK arriving at the subflow sender (``ack``: `AckRow`, the DATA_ACK at
 the sender), subflow/connection state samples at each such ACK and every ``sample_interval_ns``
 (``samples``: `SampleRow`), the handshake (`HandshakeRow`) and what schedulers report
-(`ObservationRow`). Each row kind is a NamedTuple: a tuple on the hot path, read by field name after.
+(`ObservationRow`). Each row kind is a NamedTuple, the names the tables read.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from workbench.replay.mptcp import Connection
-    from workbench.replay.tcp import AckPkt, DataPkt
-
-__all__ = ["AckRow", "DropRow", "HandshakeRow", "ObservationRow", "RcvRow", "Recorder", "SampleRow", "SndRow"]
+__all__ = ["AckRow", "DropRow", "HandshakeRow", "ObservationRow", "RcvRow", "SampleRow", "SndRow"]
 
 
 class SndRow(NamedTuple):
@@ -103,39 +100,3 @@ class ObservationRow(NamedTuple):
     kind: str
     subflow: int
     value: object
-
-
-class Recorder:
-    __slots__ = ("ack", "conn", "drop", "handshake", "observations", "rcv", "samples", "snd")
-
-    def __init__(self) -> None:
-        self.snd: list[SndRow] = []
-        self.rcv: list[RcvRow] = []
-        self.drop: list[DropRow] = []
-        self.ack: list[AckRow] = []
-        self.samples: list[SampleRow] = []
-        self.handshake: list[HandshakeRow] = []
-        self.observations: list[ObservationRow] = []
-        self.conn: Connection | None = None
-
-    def on_data_drop(self, pkt: DataPkt, t_ns: int, reason: int) -> None:
-        """A data packet was lost on a data link."""
-        self.drop.append(DropRow(t_ns, pkt.sf, True, pkt.seq, pkt.plen, pkt.dsn, pkt.retrans, pkt.reinj, reason))
-
-    def on_ack_drop(self, pkt: AckPkt, t_ns: int, reason: int) -> None:
-        """An ACK was lost on an ACK link."""
-        ack = pkt.ack
-        if self.conn is not None:
-            s = self.conn.subflows[pkt.sf]
-            ack = s.sseq[ack] if ack < s.end else s.write_bytes
-        self.drop.append(DropRow(t_ns, pkt.sf, False, ack, 0, None, False, False, reason))
-
-    def observe(self, t_ns: int, kind: str, subflow: int, value: object) -> None:
-        self.observations.append(ObservationRow(t_ns, kind, subflow, value))
-
-    def sample_all(self, conn: Connection, now: int) -> None:
-        wq = conn.write_seq - conn.snd_una
-        ooo = conn.rx.ooo_bytes
-        for sf in conn.subflows:
-            self.samples.append(SampleRow(now, True, sf.index, sf.cwnd, sf.in_flight, sf.srtt_ns,
-                                          sf.queued_bytes, wq, ooo))

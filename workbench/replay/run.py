@@ -1,5 +1,6 @@
-"""Public entry of the engine: build one run (event loop, links, subflows, connection, scheduler,
-workload, recorder) from `PathConfig`s, run it, and return a `ReplayResult`.
+"""Public entry of the engine: plan one run (links, routes, connection set-up, scheduler, workload)
+from `PathConfig`s, run it in the compiled engine (native/engine, `workbench.replay._core`), and
+return a `ReplayResult`.
 
 Connection set-up is modelled by timing only (SYN packets are not simulated, so they are never
 lost or queued), but recorded: SYN, SYN-ACK and ACK rows appear in PacketEvents at the times the
@@ -21,22 +22,16 @@ same losses per link).
 
 from __future__ import annotations
 
-import gc
-import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from workbench.replay._core import ColumnRecorder, run_compiled, scheduler_arg, workload_spec
-from workbench.replay.cc import make_cc
-from workbench.replay.events import EventLoop
-from workbench.replay.mptcp import Connection, ConnectionConfig
-from workbench.replay.network import Route, build_links, route_owd_ns, wire
+from workbench.replay._core import ColumnRecorder, run_compiled, scheduler_arg
+from workbench.replay.config import ConnectionConfig
+from workbench.replay.network import Route, route_owd_ns
 from workbench.replay.paths import PathConfig, path_specs
-from workbench.replay.recorder import HandshakeRow, Recorder
-from workbench.replay.tcp import SubflowReceiver, SubflowSender
-from workbench.replay.workload import Workload
+from workbench.replay.recorder import HandshakeRow
+from workbench.replay.workload import Workload, workload_spec
 from workbench.schedulers.base import Scheduler
 
 if TYPE_CHECKING:
@@ -59,12 +54,12 @@ class ReplayResult:
     config: ConnectionConfig
     seed: int
     summary: dict[str, Any]
-    recorder: Recorder | ColumnRecorder | None = field(repr=False, default=None)
+    recorder: ColumnRecorder | None = field(repr=False, default=None)
     direction: str = "down"
     subflow_paths: list[str] = field(default_factory=list)  # the path of each subflow, by index
-    # how the run was computed, not what it modelled: {"engine": "python" | "compiled", and for the
-    # compiled engine "scheduler": "compiled" | "bridge" (a Python scheduler called from the compiled
-    # engine) and the bytes its recorder buffers and segment tables held at the end}
+    # how the run was computed, not what it modelled: {"engine": "compiled", "scheduler": "compiled" |
+    # "bridge" (a Python scheduler called from the compiled engine), and the bytes its recorder
+    # buffers and segment tables held at the end}
     engine_stats: dict[str, Any] = field(default_factory=dict, repr=False)
     _events: Any = field(default=None, repr=False)
     _samples: Any = field(default=None, repr=False)
@@ -178,12 +173,11 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
     """Replay one MPTCP transfer with one subflow per `Route` over ``links`` (which subflows may
     share: a common bottleneck). Subflow k is ``routes[k]``; the first is the initial subflow.
 
-    ``engine``: "auto" runs the compiled engine (native/engine) when the workload has a compiled port,
-    else the Python engine; in the compiled engine a scheduler without a compiled port (a user's own
-    class, for one) runs in Python through the plug-in bridge (`workbench.replay._core`). "python" or
-    "compiled" forces one (the second raises ValueError for what it cannot run); "bridge" is
-    "compiled" with the scheduler run through the bridge even when it has a compiled port (tests,
-    benchmarks). All give the same results."""
+    ``engine``: "auto" (or "compiled") runs a scheduler with a compiled port as compiled code and any
+    other (a user's own class, a subclass) in Python through the plug-in bridge
+    (`workbench.replay._core`); "bridge" runs even a ported built-in's Python class through the bridge
+    (tests, benchmarks). Both give the same results. Only the built-in workloads run (`TypeError`
+    for another `Workload`)."""
     if isinstance(scheduler, str):
         raise TypeError("run_replay takes a Scheduler instance; resolve names with "
                         "workbench.schedulers.get(name, **params)")
@@ -192,142 +186,19 @@ def run_network(links: Sequence[LinkSpec], routes: Sequence[Route], scheduler: S
     if direction not in ("down", "up"):
         raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
     cfg = conn if conn is not None else ConnectionConfig()
-    wl = workload.fresh()
-    if duration_ns is None and getattr(wl, "stop_ns", 1) is None:
+    wl_spec = workload_spec(workload)
+    if duration_ns is None and getattr(workload, "stop_ns", 1) is None:
         raise ValueError("an endless Bulk workload needs duration_ns (or Bulk(stop_ns=...))")
+    if engine not in ("auto", "compiled", "bridge"):
+        raise ValueError(f"engine must be 'auto', 'compiled' or 'bridge', got {engine!r}")
     sched = scheduler.fresh()
     spec_by_name = {s.name: s for s in links}
     setup, ts_ack_ns, drs_t_ns, hs_rows = _setup_plan(routes, spec_by_name, cfg, direction)
     end_cap = duration_ns if duration_ns is not None else _SAFETY_CAP_NS
-    if engine not in ("auto", "python", "compiled", "bridge"):
-        raise ValueError(f"engine must be 'auto', 'python', 'compiled' or 'bridge', got {engine!r}")
-    if engine != "python":
-        spec = scheduler_arg(sched, bridge=engine == "bridge")
-        wl_spec = workload_spec(wl)
-        if spec is not None and wl_spec is not None:
-            out = run_compiled(links, routes, spec, wl_spec, cfg=cfg, seed=seed, until_ns=end_cap, record=record,
-                               setup=setup, ts_ack_ns=ts_ack_ns, drs_t_ns=drs_t_ns)
-            return _compiled_result(out, routes, sched, cfg, seed, direction, end_cap, hs_rows,
-                                    bridged=spec is sched)
-        if engine != "auto":
-            raise ValueError(f"the compiled engine cannot run {sched!r} with a {type(wl).__name__} workload"
-                             + ("" if spec is not None else " (workbench_core is not built)"))
-    loop = EventLoop()
-    rng = random.Random(seed)
-    rec = Recorder() if record else None
-    c = Connection(loop, cfg, sched, rng, rec)
-    if rec is not None:
-        rec.conn = c
-    cc = make_cc(cfg.cc, c.subflows, hystart=cfg.hystart)
-    net = build_links(loop, links, seed=seed)
-    receivers = []
-    for k, r in enumerate(routes):
-        sf = SubflowSender(loop, index=k, name=r.path, conn=c, link=net[r.data[0]], mss=cfg.mss_bytes,
-                           hdr_bytes=cfg.header_bytes, init_cwnd=cfg.init_cwnd, rto_min_ns=cfg.rto_min_ns,
-                           rec=rec, backup=r.backup)
-        sf.cc = cc
-        rcv = SubflowReceiver(loop, index=k, meta=c.rx, link=net[r.ack[0]], rec=rec, ack_bytes=cfg.ack_bytes,
-                              delayed_ack=cfg.delayed_ack, delack_ns=cfg.delack_ns,
-                              quickack_on_meta_ooo=cfg.quickack_on_meta_ooo,
-                              wnd_incr_bytes=0 if cfg.rcv_wnd_init_bytes is None else 2 * cfg.tcp_mss_bytes,
-                              init_later=cfg.handshake and k > 0)
-        c.subflows.append(sf)
-        c.views.append(sf)
-        receivers.append(rcv)
-    wire(net, routes, data_ends=[r.on_data for r in receivers], ack_ends=[s.on_ack for s in c.subflows],
-         data_header_bytes=cfg.header_bytes, ack_bytes=cfg.ack_bytes,
-         on_data_drop=rec.on_data_drop if rec is not None else None,
-         on_ack_drop=rec.on_ack_drop if rec is not None else None)
-    if rec is not None:
-        sched.bind_observer(rec.observe)
-    sched.on_start(c.view, c.views)
-    c.workload = wl
-    wl.start(c, 0)
-    c.rx.drs_t_ns = drs_t_ns
-    for sf, t_ack in zip(c.subflows, ts_ack_ns, strict=True):
-        if t_ack is not None:
-            sf.ts_ack_ns = t_ack
-    for kind, t, k, v in setup:
-        if kind == "init":
-            loop.at(t, lambda r: r.init_buffer_space(), receivers[k])
-        else:
-            loop.at(t, lambda a: c.establish(a[0], loop.now, a[1]), (c.subflows[k], v))
-    if rec is not None:
-        rec.handshake.extend(hs_rows)
-    if rec is not None and cfg.sample_interval_ns > 0:
-        def sample(_: Any) -> None:
-            if c.done:
-                return
-            rec.sample_all(c, loop.now)
-            loop.at(loop.now + cfg.sample_interval_ns, sample, None)
-        loop.at(0, sample, None)
-
-    wall0 = time.perf_counter()
-    # The recorder appends millions of small tuples: the cyclic GC would rescan them again and again
-    # (they cannot form cycles). Pause it for the run.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        loop.run(until_ns=end_cap)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    wall = time.perf_counter() - wall0
-    t_end = c.done_ns if c.done_ns is not None else min(loop.now, end_cap)
-    delivered = c.rx.rcv_nxt
-    summary: dict[str, Any] = {
-        "sim_ns": t_end,
-        # The engine's own counters. Goodput and completion as users see them come from the
-        # PacketEvents (workbench.metrics), the one definition for captures and replays; these are
-        # named apart: when the sender had everything DATA_ACKed, and bytes over that time.
-        "completed": c.done,
-        "all_acked_ns": c.done_ns,
-        "delivered_bytes": delivered,
-        # finished transfers: bytes / (connect .. last byte delivered), as the lab measures goodput
-        "delivery_rate_bps": (delivered * 8e9 / (c.rx.delivered_t_ns if c.done and c.rx.delivered_t_ns else t_end)
-                        if t_end > 0 else 0.0),
-        "last_delivery_ns": c.rx.delivered_t_ns,
-        "wall_s": wall,
-        "events": loop.n_events,
-        "data_packets_sent": sum(s.n_sent for s in c.subflows),
-        "retransmissions": sum(s.n_retrans for s in c.subflows),
-        "rto": sum(s.n_rto for s in c.subflows),
-        "fast_recoveries": sum(s.n_fast_recoveries for s in c.subflows),
-        "reinjections": c.n_reinjected,
-        "opportunistic_retransmissions": c.n_opportunistic,
-        "penalizations": c.n_penalized,
-        "meta_rto": c.n_meta_rto,
-        "queue_drops": sum(lk.n_drop_queue for lk in net.values()),
-        "random_losses": sum(lk.n_drop_loss for lk in net.values()),
-        "max_rcv_ooo_bytes": c.rx.max_ooo_bytes,
-        "per_path": {
-            _unique_name(c.subflows, s): {
-                "sent_packets": s.n_sent,
-                "sent_bytes": (s.sseq[s.nxt] if s.nxt < s.end else s.write_bytes) - 1,
-                "acked_bytes": s.una_bytes - 1,
-                "retransmissions": s.n_retrans,
-                "rto": s.n_rto,
-                "rto_undone": s.n_rto_undone,  # spurious RTOs undone (tcp_try_undo_loss)
-                "queue_drops": d.n_drop_queue,
-                "random_losses": d.n_drop_loss,
-                "max_queue_bytes": d.max_qbytes,
-                "buffer_bytes": d.buffer_bytes,
-                "final_cwnd": s.cwnd,
-                "srtt_ns": (s.srtt_us8 >> 3) * 1000,
-                "hystart_exits": s.hystart_exits,
-                "lost_retransmissions": s.n_lost_retrans,  # RACK: retransmissions found lost again
-            }
-            for s, d in ((s, net[r.data[0]]) for s, r in zip(c.subflows, routes, strict=True))
-        },
-    }
-    return ReplayResult(paths=[], scheduler=repr(sched), config=cfg, seed=seed, summary=summary,
-                        recorder=rec, direction=direction, subflow_paths=[r.path for r in routes],
-                        engine_stats={"engine": "python"})
-
-
-def _unique_name(subflows: list[SubflowSender], sf: SubflowSender) -> str:
-    """The path name, or ``path#k`` for a second subflow on the same path."""
-    return _unique_path_name([s.name for s in subflows], sf.index)
+    spec = scheduler_arg(sched, bridge=engine == "bridge")
+    out = run_compiled(links, routes, spec, wl_spec, cfg=cfg, seed=seed, until_ns=end_cap, record=record,
+                       setup=setup, ts_ack_ns=ts_ack_ns, drs_t_ns=drs_t_ns)
+    return _compiled_result(out, routes, sched, cfg, seed, direction, end_cap, hs_rows, bridged=spec is sched)
 
 
 def _unique_path_name(names: list[str], k: int) -> str:
@@ -337,7 +208,7 @@ def _unique_path_name(names: list[str], k: int) -> str:
 
 def _setup_plan(routes: Sequence[Route], spec_by_name: dict[str, LinkSpec], cfg: ConnectionConfig, direction: str
                 ) -> tuple[list[tuple[str, int, int, int]], list[int | None], int, list[HandshakeRow]]:
-    """The connection set-up both engines schedule, in this order: per subflow, its receiver's buffer
+    """The connection set-up the engine schedules, in this order: per subflow, its receiver's buffer
     set-up ("init", joined subflows) and its establishment at the data sender ("establish", with the
     handshake RTT); each subflow's first echoed timestamp (None: none); where the receiver's first
     buffer measurement starts; the handshake rows for the recorder."""
@@ -373,8 +244,7 @@ def _setup_plan(routes: Sequence[Route], spec_by_name: dict[str, LinkSpec], cfg:
 def _compiled_result(out: dict[str, Any], routes: Sequence[Route], sched: Scheduler, cfg: ConnectionConfig,
                      seed: int, direction: str, end_cap: int, hs_rows: list[HandshakeRow], *,
                      bridged: bool = False) -> ReplayResult:
-    """A `ReplayResult` from what `workbench_core.run_model` returned (the same summary as the Python
-    engine's)."""
+    """A `ReplayResult` from what `workbench_core.run_model` returned."""
     done = bool(out["done"])
     t_end = out["done_ns"] if out["done_ns"] is not None else min(out["now_ns"], end_cap)
     delivered = out["rcv_nxt"]

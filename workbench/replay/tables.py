@@ -1,4 +1,4 @@
-"""Recorder lists -> PACKET_EVENTS / SAMPLES DataFrames (the only replay module importing polars).
+"""Recorder columns -> PACKET_EVENTS / SAMPLES DataFrames (the only replay module importing polars).
 
 Conventions of a replayed download (server -> client): data rows are ``dir="s2c"``, ACK rows
 ``"c2s"`` (an upload swaps the two); ``seq`` is relative to the ISN with the SYN at 0 (first data byte = 1, as in captures);
@@ -13,34 +13,25 @@ ACK) has ``snd`` and ``rcv`` rows at the times the model uses.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from workbench.capture.schema import PACKET_EVENTS, SAMPLES
-from workbench.replay.recorder import AckRow, DropRow, HandshakeRow, RcvRow, Recorder, SampleRow, SndRow
+from workbench.replay.recorder import HandshakeRow
 
 if TYPE_CHECKING:
     from workbench.replay.run import ReplayResult
 
-__all__ = ["RECORD_SCHEMAS", "columns", "packet_events", "record_frame", "samples"]
+__all__ = ["RECORD_SCHEMAS", "packet_events", "record_frame", "samples"]
 
 _ACK = 0x010
 _PSH = 0x008
 
 
-def columns(rows: Sequence[tuple[Any, ...]], row_type: type[NamedTuple]) -> dict[str, Sequence[Any]]:
-    """Recorder rows of one kind as columns by field name (empty columns for no rows)."""
-    fields: tuple[str, ...] = row_type._fields
-    if not rows:
-        return {f: () for f in fields}
-    return dict(zip(fields, zip(*rows, strict=True), strict=True))
-
-
-# The recorder's row kinds as typed columns (both engines' recorders give these; the compiled one's
-# buffers have exactly these types, see native/engine/src/record.rs): a subflow index in a byte,
-# payloads in two, windows, counts and buffer occupancies in four.
+# The recorder's row kinds (workbench.replay.recorder's rows, by field) as typed columns: the compiled
+# recorder's buffers have exactly these types (native/engine/src/record.rs): a subflow index in a
+# byte, payloads in two, windows, counts and buffer occupancies in four.
 _I64, _U32, _U16, _U8, _BOOL = pl.Int64, pl.UInt32, pl.UInt16, pl.UInt8, pl.Boolean
 _DATA = {"t_ns": _I64, "subflow": _U8, "seq": _I64, "payload_bytes": _U16, "dsn": _I64, "is_retrans": _BOOL,
          "is_reinject": _BOOL}
@@ -54,18 +45,13 @@ RECORD_SCHEMAS: dict[str, dict[str, Any]] = {
     "samples": {"t_ns": _I64, "is_periodic": _BOOL, "subflow": _U8, "cwnd": _U32, "inflight": _U32,
                 "srtt_ns": _I64, "queued_bytes": _U32, "snd_buf_bytes": _U32, "rcv_ooo_bytes": _U32},
 }
-_ROW_TYPES: dict[str, type[NamedTuple]] = {"snd": SndRow, "rcv": RcvRow, "drop": DropRow, "ack": AckRow,
-                                           "samples": SampleRow}
 
 
 def record_frame(rec: Any, kind: str) -> pl.DataFrame:
-    """One row kind of a run's recorder ("snd", "rcv", "drop", "ack", "samples") as a typed frame:
-    from the Python engine's row lists, or the compiled engine's columns (Arrow buffers, not copied).
-    A drop row of an ACK has no DSN (null)."""
+    """One row kind of a run's recorder ("snd", "rcv", "drop", "ack", "samples") as a typed frame,
+    from the compiled engine's columns (Arrow buffers, not copied). A drop row of an ACK has no DSN
+    (null)."""
     schema = RECORD_SCHEMAS[kind]
-    if isinstance(rec, Recorder):
-        cols = columns(getattr(rec, kind), _ROW_TYPES[kind])
-        return pl.DataFrame({f: pl.Series(f, cols[f], dtype=t) for f, t in schema.items()})
     got = getattr(rec, kind)
     df = pl.DataFrame([pl.Series(f, got[f]).cast(t) for f, t in schema.items()])
     if kind == "drop":

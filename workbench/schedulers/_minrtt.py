@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from workbench.replay.mptcp import lowest_rtt_available
 from workbench.schedulers._registry import register
 from workbench.schedulers.base import CA_LOSS, CA_OPEN, ConnView, Decision, ParamSpec, Scheduler, SubflowView
 
@@ -65,7 +64,11 @@ def _select(subflows: list[SubflowView], mask: int, backup: bool) -> tuple[Subfl
 
 
 def _lowest_rtt_available(subflows: list[SubflowView]) -> tuple[SubflowView | None, bool, int]:
-    """workbench.replay.mptcp.lowest_rtt_available for subflows that are not the engine's."""
+    """get_available_subflow's common case for new data (path mask 0): among active (non-backup)
+    established subflows that are not potentially failed, the one with the lowest srtt that is not
+    temporarily unavailable (Loss state, cwnd full, or queued bytes filling the free cwnd). Returns
+    (that subflow or None, whether an active subflow was temporarily unavailable, number of backup
+    subflows)."""
     sf = None
     best_rtt = _INF
     busy = False
@@ -132,14 +135,9 @@ class MinRTT(Scheduler):
         head = conn.head
         if head >= conn.n_segs:
             return self._when_all_sent(conn, subflows)
-        # New data (path mask 0): get_available_subflow's common case, scanned in the engine's
-        # compiled code when these are engine subflows (per decision, O(subflows)), else here.
+        # New data (path mask 0): get_available_subflow's common case in one scan.
         sf: SubflowView | None
-        found = lowest_rtt_available(subflows)
-        if found is not None:
-            sf, busy, n_backup = found
-        else:
-            sf, busy, n_backup = _lowest_rtt_available(subflows)
+        sf, busy, n_backup = _lowest_rtt_available(subflows)
         if sf is None:
             if busy or not n_backup:
                 return None  # an active subflow is only temporarily busy: wait, no backup

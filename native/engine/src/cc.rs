@@ -1,6 +1,6 @@
-//! Congestion control of replayed subflows, as `workbench.replay.cc`: Reno, CUBIC (with HyStart),
-//! coupled LIA (RFC 6356) and OLIA, with the group sums of `workbench.replay.mptcp.lia_terms` /
-//! `olia_terms`.
+//! Congestion control of replayed subflows (docs/MODEL.md A6): Reno, CUBIC (with HyStart), coupled
+//! LIA (RFC 6356) and OLIA, with their group sums (`lia_terms`, `olia_terms`). This is the only
+//! implementation; Python drives it call by call through `workbench_core.CcGroup` (`py_cc`).
 //!
 //! The subflow calls `cong_avoid` for ACKs that arrive in the Open state while it is cwnd-limited
 //! (the engine checks that, not the CC), `ssthresh` on entering Recovery or Loss, `on_rtt` with each
@@ -8,13 +8,15 @@
 //! integer number of segments grown through a fractional counter as Linux's `tcp_slow_start` /
 //! `tcp_cong_avoid_ai` do.
 //!
-//! Every floating-point step is the Python one, in its order, so that results are bit-identical:
-//! Python converts an int operand to a double before a mixed operation (exact below 2^53, which
-//! cwnd, counters and byte offsets stay far below), `float ** y` is C `pow` (not `x * x`: glibc's
-//! `pow(x, 2)` differs from the product in about one case in a thousand), `//` on floats is
-//! CPython's fmod-based floor division and `int()` truncates. Python ints are unbounded; here they
-//! are `i64`, which holds any value a replay reaches (times in ns up to 2^62, sequence and byte
-//! offsets, windows); `min_rtt_us` may be the engine's "none yet" value 2^62.
+//! The floating-point steps and their order are part of the model (first written in Python, with
+//! Python's number semantics, and pinned bit for bit by the golden runs): an int operand is converted
+//! to a double before a mixed operation (exact below 2^53, which cwnd, counters and byte offsets stay
+//! far below), `float ** y` is C `pow` (`py_pow`; not `x * x`: glibc's `pow(x, 2)` differs from the
+//! product in about one case in a thousand), `//` on floats is CPython's fmod-based floor division
+//! (`py_floor_div`), `max` keeps its first operand unless the second is larger (`py_max`) and
+//! `int()` truncates. The model's integers are unbounded; here they are `i64`, which holds any value
+//! a replay reaches (times in ns up to 2^62, sequence and byte offsets, windows); `min_rtt_us` may be
+//! the engine's "none yet" value 2^62.
 
 use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
@@ -41,8 +43,8 @@ const HYSTART_ACK_DELAY_US: i64 = 1000;
 /// Linux TCP_CA_Loss: the state whose entry resets CUBIC.
 const CA_LOSS: i64 = 4;
 
-/// The fields of a subflow (`workbench.replay.tcp.SubflowSender`) a congestion control reads or
-/// writes.
+/// The fields of a subflow a congestion control reads or writes (the rest of the sender is
+/// `tcp::Sender`).
 ///
 /// Laid out (`repr(C)`, cache-line aligned) so that what the scans over all subflows read on every
 /// decision or ACK (a scheduler's: cwnd, srtt, established; LIA's: also the RTT memo) is one cache
@@ -120,7 +122,7 @@ impl PartialEq for SrttSqMemo {
 }
 
 impl Subflow {
-    /// A subflow as `SubflowSender.__init__` leaves it for the CC (before its handshake ends).
+    /// A subflow as a new sender starts it, for the CC (before its handshake ends).
     pub fn new(init_cwnd: i64) -> Self {
         Self {
             cwnd: init_cwnd,
@@ -150,7 +152,7 @@ pub enum CcState {
     OliaLosses([i64; 3]),
 }
 
-/// `workbench.replay.cc._CubicState` (Linux `struct bictcp`).
+/// CUBIC's per-subflow state with HyStart's (Linux `struct bictcp`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CubicState {
     pub ack_cnt: i64,
@@ -194,7 +196,7 @@ impl Default for CubicState {
     }
 }
 
-/// A congestion control, as `workbench.replay.cc.make_cc` builds it. One serves every subflow of a
+/// A congestion control, chosen by name (`from_name`). One serves every subflow of a
 /// connection; the coupled ones read the whole group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CongestionControl {
@@ -205,7 +207,7 @@ pub enum CongestionControl {
 }
 
 impl CongestionControl {
-    /// `make_cc(name, group, hystart=...)`: `reno`, `cubic`, `lia` (or `coupled`), `olia`, any case.
+    /// By name: `reno`, `cubic`, `lia` (or `coupled`), `olia`, any case.
     pub fn from_name(name: &str, hystart: bool) -> Result<Self, String> {
         match name.to_lowercase().as_str() {
             "reno" => Ok(Self::Reno),
@@ -293,7 +295,7 @@ fn py_max(a: f64, b: f64) -> f64 {
     }
 }
 
-/// The smoothed RTT in seconds, at least 1 µs (`_srtt_s`).
+/// The smoothed RTT in seconds, at least 1 µs.
 fn srtt_s(sf: &Subflow) -> f64 {
     sf.srtt_us8.max(8) as f64 / 8e6
 }
@@ -322,8 +324,8 @@ fn slow_start(sf: &mut Subflow, acked: i64) -> i64 {
 }
 
 /// `tcp_cong_avoid_ai`: one segment per `w` segments acked. `w` may be fractional; an integral one
-/// (Reno's cwnd) is exact as a double, so comparing and multiplying in doubles is Python's int
-/// arithmetic rounded once, as Python rounds it.
+/// (Reno's cwnd) is exact as a double, so comparing and multiplying in doubles is the integer
+/// arithmetic, with at most one rounding per result.
 fn cong_avoid_ai(sf: &mut Subflow, w: f64, acked: i64) {
     if sf.cwnd_cnt >= w {
         // credits accumulated at a larger w: apply them gently now
@@ -351,7 +353,7 @@ fn reno_cong_avoid(sf: &mut Subflow, mut acked: i64) {
 
 // ------------------------------------------------------------------------------------------ CUBIC
 
-/// Run `f` on the subflow and its CUBIC state (created on first use, as `CUBIC._st`). The state is
+/// Run `f` on the subflow and its CUBIC state (created on first use). The state is
 /// moved out for the call so that `f` can write both.
 fn with_cubic<R>(sf: &mut Subflow, f: impl FnOnce(&mut Subflow, &mut CubicState) -> R) -> R {
     let mut st = match std::mem::take(&mut sf.cc_state) {
@@ -431,14 +433,14 @@ fn cubic_cnt(st: &CubicState, cwnd: i64, min_rtt_us: i64, now_ns: i64) -> f64 {
 fn cubic_tcp_friendliness(st: &mut CubicState, cwnd: i64) {
     let delta = (cwnd * BETA_SCALE) >> 3;
     if delta > 0 && st.ack_cnt > delta {
-        // Python's `while ack_cnt > delta: ack_cnt -= delta; tcp_cwnd += 1`, counted in one division:
+        // bictcp_update's `while (ack_cnt > delta) { ack_cnt -= delta; tcp_cwnd++; }`, in one division:
         // it stops at the first ack_cnt in 1..=delta.
         let steps = (st.ack_cnt - 1) / delta;
         st.ack_cnt -= steps * delta;
         st.tcp_cwnd += steps;
     }
     if st.tcp_cwnd > cwnd {
-        // int / int in Python: both exact as doubles, so one correctly rounded division
+        // int / int as a true division: both exact as doubles, so one correctly rounded division
         let max_cnt = cwnd as f64 / (st.tcp_cwnd - cwnd) as f64;
         if st.cnt > max_cnt {
             st.cnt = max_cnt;
@@ -450,7 +452,7 @@ fn cubic_tcp_friendliness(st: &mut CubicState, cwnd: i64) {
 fn cubic_ssthresh(sf: &mut Subflow, st: &mut CubicState) -> i64 {
     st.epoch_start = 0;
     if (sf.cwnd as f64) < st.last_max_cwnd {
-        // fast convergence: Python's int / int, exact operands, one rounding
+        // fast convergence: a true division of exact operands, one rounding
         st.last_max_cwnd = (sf.cwnd * (1024 + 717)) as f64 / 2048.0;
     } else {
         st.last_max_cwnd = sf.cwnd as f64;
@@ -472,7 +474,7 @@ fn hystart_update(sf: &mut Subflow, st: &mut CubicState, rtt_us: i64, now_ns: i6
     if st.found || sf.cwnd >= sf.ssthresh {
         return;
     }
-    let now_us = now_ns.div_euclid(1000); // Python's // floors
+    let now_us = now_ns.div_euclid(1000); // floor division (towards minus infinity)
     if sf.una > st.round_end_idx {
         // a new round: bictcp_hystart_reset
         st.round_start_us = now_us;
@@ -588,8 +590,8 @@ pub fn olia_terms(group: &mut [Subflow], idx: usize) -> OliaTerms {
     }
     let rtt = srtt_s(&group[idx]);
     let mut first = true;
-    // Python keeps the scores in a list for the count below; so do we, for the first KEPT subflows
-    // (past them the count computes them again: the same pure arithmetic). Computing every score
+    // The scores are kept for the count below, for the first KEPT subflows (past them the count
+    // computes them again: the same pure arithmetic). Computing every score
     // twice (a division each) cost 8 % of an OLIA run at 8 subflows.
     const KEPT: usize = 16;
     let mut scores = [0.0; KEPT];

@@ -1,12 +1,12 @@
-//! One replay run of the compiled engine: the event list, the network of links, the subflow senders
-//! and receivers, the MPTCP connection, its scheduler, the workload and the recorder, as
-//! `workbench.replay.run.run_network` wires them in Python.
+//! One replay run of the engine: the event list, the network of links, the subflow senders and
+//! receivers, the MPTCP connection, its scheduler, the workload and the recorder, built by
+//! `py_engine::run_model` from what `workbench.replay.run.run_network` planned in Python.
 //!
 //! htsim's shape: a tiny event list of plain values (`Ev`), packets that carry what their route needs
 //! (the subflow index picks the next hop on a shared link), integer nanoseconds, a recorder that is
-//! off (None) unless asked for. Every event is scheduled in the order the Python engine schedules
-//! it, so the (time, seq) heap pops them in the same order and a run is the Python run, event for
-//! event: the golden runs pin both.
+//! off (None) unless asked for. The order in which the set-up plan and each handler schedule events
+//! is part of the model: it breaks ties between events at the same nanosecond (the (time, seq)
+//! heap), so it is kept exactly, and the golden runs pin it, event for event.
 
 use crate::cc::{self, CongestionControl};
 use crate::events::{EventList, Fired};
@@ -232,7 +232,7 @@ impl Engine {
         }
     }
 
-    /// Process events in time order up to and including `until_ns` (EventLoop.run).
+    /// Process events in time order up to and including `until_ns`.
     pub fn run(&mut self, until_ns: i64) {
         self.stopped = false;
         while let Some(e) = self.ev.pop_until(until_ns) {

@@ -1,9 +1,9 @@
-//! The discrete-event core, as `workbench.replay.events`: one heap per run, integer nanoseconds, a
+//! The discrete-event core (docs/MODEL.md A1): one heap per run, integer nanoseconds, a
 //! `(time, seq)` tie-break so events at the same time run in the order they were scheduled and a run
 //! is deterministic. Events are values of the engine's own type `E` (an enum), not callbacks.
 //!
-//! `Timer` is the lazy timer of the Python engine: re-arming to a later deadline does not touch the
-//! heap; when the stale entry fires the timer sees the deadline moved and asks to be re-scheduled.
+//! `Timer` is the model's lazy timer (A1): re-arming to a later deadline does not touch the heap;
+//! when the stale entry fires the timer sees the deadline moved and asks to be re-scheduled.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

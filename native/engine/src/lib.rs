@@ -1,7 +1,9 @@
-//! The workbench's compiled engine core (issue 17), built by maturin into the Python module
+//! The workbench's replay engine (issue 17), built by maturin into the Python module
 //! `workbench_core`. The pure-Rust parts (no Python types) are tested by `cargo test
-//! --no-default-features`; the bindings in `py` are tested against the Python engine by
-//! `tests/test_core_*.py`.
+//! --no-default-features`; the bindings (`py*`) by `tests/test_core_*.py` (the link, receive side and
+//! congestion control against worked examples of the kernel's and the RFCs' formulas and against
+//! invariants, each scheduler port against its Python class run through the plug-in bridge), and
+//! whole runs are pinned by the golden runs (`tests/test_golden.py`).
 
 pub mod cc;
 pub mod engine;

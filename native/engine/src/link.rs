@@ -1,4 +1,4 @@
-//! One direction of one path, as `workbench.replay.link.Link`: a rate-limited drop-tail FIFO
+//! One direction of one path (docs/MODEL.md A2): a rate-limited drop-tail FIFO
 //! followed by a delay pipe, mahimahi-style. Nothing ticks: a packet's whole fate is computed when it
 //! is handed over.
 //!
@@ -9,7 +9,8 @@
 //! * Random loss, drawn from the link's own MT19937 stream when serialisation ends.
 //! * Delay pipe: arrival = finish + owd(finish), never before the previous arrival.
 //!
-//! Every floating-point step is the Python engine's, in its order, so fates are bit-identical.
+//! The floating-point steps, their order and where an int becomes a double are part of the model
+//! (the golden runs pin the fates bit for bit), so they are kept exactly as they are.
 
 use std::collections::VecDeque;
 
@@ -53,7 +54,7 @@ pub struct Link {
 
 impl Link {
     pub fn new(rate_bps: StepSeries, owd_ns: StepSeries, loss: StepSeries, buffer_bytes: i64, rng: Mt19937) -> Self {
-        // Constant series get a fast path (the common case), as in the Python engine.
+        // Constant series get a fast path (the common case).
         let ns_per_byte =
             if rate_bps.is_constant() && rate_bps.values[0] > 0.0 { 8e9 / rate_bps.values[0] } else { 0.0 };
         let owd_const = if owd_ns.is_constant() { owd_ns.values[0] as i64 } else { -1 };
@@ -113,7 +114,7 @@ impl Link {
             let r = vs[i];
             if r > 0.0 {
                 let dt = bits * 1e9 / r;
-                // Python compares the float t + dt with the int end exactly; both are below 2^53
+                // the float t + dt against the int end, compared exactly: both are below 2^53
                 // except end = 2^62, which f64 holds exactly.
                 if t as f64 + dt <= end as f64 {
                     return t + (dt + 0.5) as i64;

@@ -1,13 +1,13 @@
-//! The MPTCP connection's sender (server) side, ported from `workbench.replay.mptcp.Connection` (its
-//! docstring is the specification): the send buffer cut into meta segments, the scheduler call loop
+//! The MPTCP connection's sender (server) side (docs/MODEL.md §0 is the specification): the send
+//! buffer cut into meta segments, the scheduler call loop
 //! (`mptcp_write_xmit`), DATA_ACK and window, the reinjection queue, the meta RTO (out-of-tree) or
 //! the upstream MPTCP retransmit timer with stale subflows, and subflow establishment.
 //!
 //! The meta segment table forgets what is DATA_ACKed: it holds the segments from `una_idx` up, so
 //! the connection's memory is its unacknowledged data, not the whole transfer. Reading a segment below
 //! `una_idx` (which no built-in scheduler does) is a bug and panics loudly. A Python plug-in
-//! (`py_sched`) may read any segment, as the Python engine keeps them all: for it the table keeps them
-//! (`keep_acked`).
+//! (`py_sched`) may read any segment (the `ConnView` protocol indexes every segment from 0 to
+//! `n_segs`): for it the table keeps them (`keep_acked`).
 
 use std::collections::VecDeque;
 
@@ -31,7 +31,7 @@ pub struct MetaSeg {
     pub sent: bool,
 }
 
-/// The connection-level sender state (`Connection`'s fields; the receiver is the engine's `rx`).
+/// The connection-level sender state (the receiver is the engine's `rx`).
 pub struct Conn {
     pub mss: i64,
     pub send_buf_auto: bool,
@@ -77,7 +77,7 @@ pub struct Conn {
     /// ran since), a penalization, a scheduler's own `on_applied`, a plug-in's write to a subflow.
     pub sched_epoch: u64,
     pub applied_sf: usize,
-    /// Keep DATA_ACKed segments (a Python plug-in may read any segment, as in the Python engine).
+    /// Keep DATA_ACKed segments (a Python plug-in may read any segment through its `ConnView`).
     pub keep_acked: bool,
 }
 
@@ -558,12 +558,12 @@ impl Engine {
             // refreshed at most every 10 ms (the timer is lazy anyway)
             let max_rto = self.sfs.iter().zip(&self.ccs).filter(|(_, c)| c.established).map(|(s, _)| s.rto_us).max()
                 .unwrap_or(1_000_000);
-            // Python: int(max_rto * factor) * 1000 (a float product truncated)
+            // int(max_rto * factor) * 1000: the float product truncated, then in ns
             base = ((max_rto as f64 * self.conn.meta_rto_factor) as i64) * 1000;
             self.conn.meta_rto_cache = (now, base);
         }
         let b = self.conn.meta_backoff;
-        // min(base << backoff, 120 s), as Python's unbounded shift
+        // min(base << backoff, 120 s), the shift taken as unbounded (no overflow) before the min
         if b >= 40 || base << b >= 120_000_000_000 { 120_000_000_000 } else { base << b }
     }
 

@@ -1,5 +1,6 @@
-//! MT19937, the generator behind CPython's `random.Random`, so that a run draws exactly the numbers
-//! the Python engine draws. Its state is handed over from Python (`Random.getstate()`: 624 words and
+//! MT19937, the generator behind CPython's `random.Random`, so that a link draws exactly the numbers
+//! a `random.Random` in the same state would (the model's random loss is defined by that stream, and
+//! the golden runs pin it). Its state is handed over from Python (`Random.getstate()`: 624 words and
 //! the position), so seeding (CPython hashes str seeds with SHA-512) stays on the Python side.
 //! `random()` is CPython's `random_random`: 53 bits from two 32-bit outputs.
 

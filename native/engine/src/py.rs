@@ -1,5 +1,6 @@
-//! The Python bindings (`workbench_core`). For now they expose the ported layers one by one so that
-//! `tests/test_core_*.py` can hold each to the Python engine, draw for draw, and so that
+//! The Python bindings (`workbench_core`) of the engine's layers one by one (`Link`, `run_link`,
+//! `ReceiverConfig`, `run_receiver`; `CcGroup` is in `py_cc`, the whole run in `py_engine`), so that
+//! `tests/test_core_*.py` can check each against worked examples and invariants, and
 //! `benchmarks/bench_core.py` can measure them.
 
 use pyo3::exceptions::PyValueError;
@@ -31,7 +32,7 @@ fn fate_tuple(now_ns: i64, f: Fate) -> (u8, i64) {
     }
 }
 
-/// One link direction (`workbench.replay.link.Link`'s fates without its callbacks).
+/// One link direction (`crate::link::Link`): each packet's fate, without the event list.
 #[pyclass(name = "Link", module = "workbench_core")]
 struct PyLink {
     inner: Link,
@@ -113,7 +114,7 @@ fn run_link(link: &mut PyLink, sends: Vec<(i64, i64)>) -> (Vec<(i64, usize)>, Ve
         ev.at(t, Ev::Send(i));
     }
     let (mut arrivals, mut drops) = (Vec::new(), Vec::new());
-    // As EventLoop.run(): events after 2^62 ns (a packet held by capacity zero forever) never run.
+    // Up to 2^62 ns, the engine's "never": a packet held by capacity zero forever does not arrive.
     while let Some(e) = ev.pop_until(1 << 62) {
         match e {
             Ev::Send(i) => match link.inner.send(ev.now, sends[i].1) {

@@ -1,7 +1,8 @@
 //! Python bindings of the congestion controls (`crate::cc`): `workbench_core.CcGroup`, one
-//! connection's congestion control and the CC-visible fields of its subflows, so that
-//! `tests/test_core_cc.py` can drive it call by call beside `workbench.replay.cc` and compare every
-//! field after every call.
+//! connection's congestion control and the CC-visible fields of its subflows, so that Python can
+//! drive it call by call and read every field after every call: `tests/test_core_cc.py` (worked
+//! examples of the kernel's and the RFCs' formulas, invariants) and the conformance suite
+//! (`workbench.testing.check_congestion_control`).
 
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
@@ -9,8 +10,8 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::cc::{CcState, CongestionControl, CubicState, Subflow};
 
-/// A congestion control (`make_cc(name, group, hystart=...)`) with its group of `n_subflows`
-/// subflows, each as `SubflowSender.__init__` leaves it with cwnd `init_cwnd`.
+/// A congestion control (`CongestionControl::from_name(name, hystart)`) with its group of
+/// `n_subflows` subflows, each as a new sender starts it (`cc::Subflow::new`) with cwnd `init_cwnd`.
 #[pyclass(name = "CcGroup", module = "workbench_core")]
 struct PyCcGroup {
     cc: CongestionControl,
@@ -55,8 +56,8 @@ impl PyCcGroup {
         Ok(())
     }
 
-    /// Every field of subflow `idx` as a dict named as on `SubflowSender`; `cc_state` is None,
-    /// OLIA's loss record as a list, or CUBIC's state as a dict named as `_CubicState`'s slots.
+    /// Every field of subflow `idx` as a dict named as on `cc::Subflow`; `cc_state` is None,
+    /// OLIA's loss record as a list, or CUBIC's state as a dict named as `cc::CubicState`'s fields.
     fn subflow<'py>(&self, py: Python<'py>, idx: usize) -> PyResult<Bound<'py, PyDict>> {
         let sf = self.group.get(idx).ok_or_else(|| out_of_range(idx))?;
         let d = PyDict::new(py);

@@ -97,7 +97,8 @@ fn workload(spec: WorkloadSpec) -> PyResult<Workload> {
     })
 }
 
-/// Run one replay. `setup` is the handshake plan in the Python engine's scheduling order:
+/// Run one replay. `setup` is the handshake plan (`workbench.replay.run._setup_plan`), scheduled in
+/// its order, which breaks ties at one instant:
 /// `(kind, t_ns, subflow, value)`, kind "init" (the receiver's buffer set-up) or "establish" (value:
 /// the handshake RTT, ns). `scheduler`: `(name, params, [inner])` of a built-in, or a Python
 /// `Scheduler` object (bridged; an exception it raises stops the run and is raised here). Returns a

@@ -1,61 +1,64 @@
 //! The plug-in bridge: any Python `workbench.schedulers.base.Scheduler` (a user's own class, a
-//! built-in without a compiled port, a `Layer` over one, the conformance suite's `_Probe`) runs inside
-//! the compiled engine as a Rust `Scheduler` (`PyScheduler`), called back with the GIL for every
-//! `select`, `on_start`, `on_ack`, `on_loss`, `on_timer` and `on_applied`, exactly where the Python
-//! engine (`workbench.replay.mptcp.Connection`) calls it, so a run is the Python engine's run.
+//! built-in without a compiled port, a `Layer` over one, the conformance suite's `_Probe`, or with
+//! `engine="bridge"` a ported built-in's own Python class) runs inside the compiled engine as a Rust
+//! `Scheduler` (`PyScheduler`), called back with the GIL for every `select`, `on_start`, `on_ack`,
+//! `on_loss`, `on_timer` and `on_applied`, exactly where the engine calls a compiled scheduler and
+//! with the same arguments. So a built-in's Python class run through the bridge gives its compiled
+//! port's run, event for event (tests/test_core_plugin_bridge.py and tests/test_core_sched_*.py hold
+//! every port to its class that way), and any bridged run is the same every time.
 //!
 //! What the scheduler is shown: one `ConnView` and one `SubflowView` per subflow (pyclasses), with
-//! every attribute and method of the protocols in `workbench/schedulers/base.py`, returning the Python
-//! engine's values with its types (int, float, bool; `reinject_queue` a tuple). The `subflows` list is
-//! one Python list, built once and passed to every call, as the Python engine passes its `views` list.
+//! every attribute and method of the protocols in `workbench/schedulers/base.py`, each value of the
+//! protocol's type (int, float, bool; `reinject_queue` a tuple). The `subflows` list is one Python
+//! list, built once and passed to every call (`on_loss` gets that list's item for its subflow).
 //!
 //! Live view, not a snapshot. The views read the engine through a raw pointer that is set for the
 //! duration of each call into Python and cleared after it (`Bridge::ptr`); reading a view outside a
 //! call raises RuntimeError instead of reading freed or moving state. Why live:
 //!   * exactness: `penalize`, `drop_reinject` and `wake_at` act on the engine at once and what the
-//!     scheduler reads next sees it (minRTT reads cwnd after penalizing), `nth_unsent` prunes as in
-//!     Python; a snapshot would have to be refreshed after every action to stay right;
+//!     scheduler reads next sees it (minRTT reads cwnd after penalizing), `nth_unsent` prunes the
+//!     sent head as it searches; a snapshot would have to be refreshed after every action to stay
+//!     right;
 //!   * cost: a decision reads a handful of the ~25 subflow fields (minRTT: 6 per subflow) and a few
 //!     of the connection's. A snapshot copies all of them for every subflow at every call (about as
 //!     many Python objects as fields), a live view converts only what is read. The view objects
-//!     themselves are made once per run and reused (identity is stable, as in the Python engine,
-//!     where the views are the engine's subflow objects: a scheduler may key a dict by them).
+//!     themselves are made once per run and reused (identity is stable: a scheduler may key a dict
+//!     by them).
 //!
 //! Batching decisions (several per GIL acquisition) would change when the scheduler sees the state
-//! (the Python engine applies each decision before the next `select`), so every decision is one call.
+//! (each decision is applied before the next `select`), so every decision is one call.
 //!
 //! Safety of the pointer: the engine is borrowed mutably by the `Scheduler` call that holds the GIL;
 //! Rust does not touch the engine while Python runs, every access from Python holds the GIL (so
 //! never two at once), and the pointer is null outside the call. The engine runs with the GIL
 //! released (`py.allow_threads`) and each call takes it back (`Python::with_gil`).
 //!
-//! Errors: an exception raised by the plug-in (or by a malformed decision, as the Python engine
-//! raises it) is kept, the scheduler is not called again and the run stops at the end of the current
-//! event; `run_model` then raises that same exception object.
+//! Errors: an exception raised by the plug-in (or by a malformed decision: the TypeError or
+//! IndexError that reading it raises, see `decode`) is kept, the scheduler is not called again and
+//! the run stops at the end of the current event; `run_model` then raises that same exception object.
 //!
-//! A scheduler must treat the views as read-only, but the Python engine's objects take a write (the
-//! conformance suite, workbench/testing.py, reports it and lets the run go on), so a write to a
-//! protocol attribute that is a plain field there writes the engine's field here, with the same type
-//! checks (int, bool, float), and the run stays the Python engine's.
+//! Writes. A scheduler must treat the views as read-only (the conformance suite, workbench/testing.py,
+//! reports a write and lets the run go on), but a write to a protocol attribute that is a plain
+//! field (the connection's `wnd_end`, `send_buf_bytes`, `send_buffer_full`, `recovery`; a subflow's
+//! flags, RTT, window, counters, `last_ack_ns` and `rate_bps`) writes the engine's field, after a type
+//! check (int, bool, float), and the run goes on from there. Not written (AttributeError): the
+//! computed properties (`now_ns`, `rto_ns`, ...), the fields that hold the segment tables together
+//! (`head`, `n_segs`, `snd_una`, `write_seq`, `reinject_head`, the `mss`es) and a subflow's identity
+//! (`index`, `name`): a write there would leave the engine inconsistent, and it could only panic.
 //!
-//! Differences from the Python engine, all for schedulers that step outside the protocol: the views
-//! have only the protocol's attributes (AttributeError for the Python engine's internals such as
-//! `m_dsn` or `una`, read or written; no `__getattr__` to word it better: that slot would cost every
-//! attribute read ~10 ns, measured 17% of the bridge's cost); the fields that hold the segment tables
-//! together (`head`, `n_segs`, `snd_una`, `write_seq`, `reinject_head`, the `mss`es) and a subflow's
-//! identity (`index`, `name`) are not written (AttributeError: the Python engine would corrupt itself
-//! and raise somewhere later, the compiled one could only panic); `ca_state` holds 0..=255; integer
-//! arguments and fields hold what fits an i64 (OverflowError beyond); the flavour attributes
-//! (`reinject_on_subflow_rto`, `meta_rto_factor`, `meta_retrans`) are read once at the start of the
-//! run.
+//! Limits, all for schedulers that step outside the protocol: the views have only the protocol's
+//! attributes (AttributeError for any other name, such as `m_dsn` or `una`, read or written; no
+//! `__getattr__` to word it better: that slot would cost every attribute read ~10 ns, measured 17% of
+//! the bridge's cost); `ca_state` holds 0..=255; integer arguments and fields hold what fits an i64
+//! (OverflowError beyond); the flavour attributes (`reinject_on_subflow_rto`, `meta_rto_factor`,
+//! `meta_retrans`) are read once at the start of the run.
 //!
 //! Cost (benchmarks/bench_plugin.py, the bench scenario, 347k scheduler calls, CPU time): Python
-//! minRTT through the bridge takes 1.48 µs per call, 1.37 µs above the compiled minRTT (0.11 µs),
-//! against 2.72 µs per call in the Python engine. Of the 1.37 µs, 0.33 µs is the crossing itself
-//! (taking the GIL, the call, reading the decision back: a scheduler that replays minRTT's decisions
-//! without reading anything) and about 1 µs is minRTT's own code, mostly its ~25 view reads of
-//! ~40 ns each (a pyo3 getter: trampoline, type check, the read; in the Python engine minRTT's subflow
-//! scan runs mypyc-compiled on the engine's objects instead).
+//! minRTT through the bridge takes 1.48 µs per call, 1.37 µs above the compiled minRTT (0.11 µs). Of
+//! the 1.37 µs, 0.33 µs is the crossing itself (taking the GIL, the call, reading the decision back:
+//! a scheduler that replays minRTT's decisions without reading anything) and about 1 µs is minRTT's
+//! own code, mostly its ~25 view reads of ~40 ns each (a pyo3 getter: trampoline, type check, the
+//! read).
 
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -171,10 +174,11 @@ fn int_required(o: &Bound<'_, PyAny>, what: &str) -> PyResult<IntArg> {
     int_arg(o)?.ok_or_else(|| PyTypeError::new_err(format!("{what} must be an int, not {}", type_name(o))))
 }
 
-/// Properties of the Python engine's objects (no setter there either).
+/// The connection view's computed properties: never written (AttributeError, as for a property
+/// without a setter).
 const CONN_READ_ONLY: &[&str] = &["now_ns", "unsent_bytes", "oldest_unacked", "reinject_queue", "rcv_ooo_bytes"];
 /// Fields of the connection's and a subflow's structure: a write would corrupt the segment tables
-/// (the Python engine would raise later, the compiled one could not), so they are not written.
+/// (the engine could only panic somewhere later), so they are not written.
 const STRUCTURE: &[&str] = &["head", "n_segs", "snd_una", "write_seq", "reinject_head", "mss", "index", "name"];
 const SF_READ_ONLY: &[&str] = &["in_slow_start", "rttvar_ns", "min_rtt_ns", "rto_ns", "unacked_bytes",
                                  "pacing_rate_bps", "sndbuf_segments"];
@@ -195,14 +199,15 @@ fn type_name(o: &Bound<'_, PyAny>) -> String {
     o.get_type().name().map(|n| n.to_string()).unwrap_or_default()
 }
 
-/// A value written to a view's field, checked as the Python engine's compiled attribute checks it.
+/// A value written to a view's field, type-checked as a typed attribute is (`set_int`, `set_bool`,
+/// `set_float`).
 enum Field {
     Int(i64),
     Bool(bool),
     Float(f64),
 }
 
-/// A value for an `int` attribute (a bool is one, a float is not: the compiled attribute's check).
+/// A value for an `int` attribute (a bool is one, a float is not).
 fn set_int(o: &Bound<'_, PyAny>) -> PyResult<i64> {
     if !o.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!("int object expected; got {}", type_name(o))));
@@ -217,7 +222,7 @@ fn set_bool(o: &Bound<'_, PyAny>) -> PyResult<bool> {
     o.extract()
 }
 
-/// A value for a `float` attribute (an int is converted, as the compiled attribute does).
+/// A value for a `float` attribute (an int is converted).
 fn set_float(o: &Bound<'_, PyAny>) -> PyResult<f64> {
     if !o.is_instance_of::<PyFloat>() && !o.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!("float object expected; got {}", type_name(o))));
@@ -321,8 +326,8 @@ impl ConnView {
         let c = &eng!(p).conn;
         Ok(c.window_allows(resolve(a, c.n_segs())?))
     }
-    /// The Python engine's binary search, for any int `n` (beyond ±2^40 its answer is known: the
-    /// end for a large n, head + n for a very negative one).
+    /// `Conn::nth_unsent` (a binary search that prunes the sent head first), for any int `n` (beyond
+    /// ±2^40 its answer is known: the end for a large n, head + n for a very negative one).
     fn nth_unsent(&self, py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<PyObject> {
         const FAR: i64 = 1 << 40;
         let (p, a) = (self.bridge.engine("ConnView")?, int_required(n, "n")?);
@@ -332,7 +337,7 @@ impl ConnView {
             IntArg::Small(v) if v > 0 => c.n_segs(),
             IntArg::Big(true) => c.n_segs(),
             _ => {
-                c.nth_unsent(0); // prunes as the Python engine's search does
+                c.nth_unsent(0); // prunes the sent head, as every search does
                 let head = c.head;
                 return Ok(head.into_pyobject(py)?.add(n)?.unbind()); // unbounded, as a Python int
             }
@@ -374,9 +379,9 @@ impl ConnView {
     }
 
     /// Assigning an attribute breaks the protocol (a scheduler acts through `penalize`,
-    /// `drop_reinject`, `wake_at`; the conformance suite reports it), but the Python engine's
-    /// connection takes it, so the field is written here too (with the type checks of its compiled
-    /// attribute) and the run stays the Python engine's.
+    /// `drop_reinject`, `wake_at`; the conformance suite reports it), but a plain field takes it: the
+    /// engine's field is written (after the type check of `Field`) and the run goes on from there
+    /// (module comment, "Writes").
     fn __setattr__(&self, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.bridge.engine("ConnView")?;
         let v = match name {
@@ -511,8 +516,8 @@ impl SubflowView {
     fn rate_bps(&self) -> PyResult<f64> {
         Ok(sf!(self).rate_bps())
     }
-    /// As `SubflowSender.pacing_rate_bps`, which divides by srtt in whole µs: ZeroDivisionError below
-    /// 1 µs, as there.
+    /// The pacing rate, which divides by srtt in whole µs: ZeroDivisionError below 1 µs (a float
+    /// division by zero, as a Python scheduler computing it would get).
     #[getter]
     fn pacing_rate_bps(&self) -> PyResult<f64> {
         let s = sf!(self);
@@ -536,8 +541,8 @@ impl SubflowView {
         Ok(c.seg_path_mask(resolve(a, c.n_segs())?) >> self.index & 1 != 0)
     }
 
-    /// As `ConnView.__setattr__`: the Python engine's subflow takes the write, so the engine's field
-    /// is written (`index` and `name`, the subflow's identity, are not).
+    /// As `ConnView.__setattr__`: a plain field takes the write, so the engine's field is written
+    /// (`index` and `name`, the subflow's identity, are not).
     fn __setattr__(&self, name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let p = self.bridge.engine("SubflowView")?;
         let v = match name {
@@ -646,7 +651,8 @@ pub fn bridge(py: Python<'_>, obj: PyObject, record: bool) -> PyResult<(Box<dyn 
     let base = py.import("workbench.schedulers.base")?;
     let scheduler_cls = base.getattr("Scheduler")?;
     let o = obj.bind(py);
-    // as Connection.__init__ reads them
+    // read once per run: the flavour attributes, and which hooks the class overrides (the engine calls
+    // `on_ack` / `on_applied` only then)
     let reinject_on_subflow_rto = o.getattr("reinject_on_subflow_rto")?.is_truthy()?;
     let overrides = |name: &str| -> PyResult<bool> {
         let mine = o.get_type().getattr(name).ok();
@@ -723,7 +729,7 @@ impl PyScheduler {
         Ok(())
     }
 
-    /// The `subflows` list for `idx`: the same list object every time (the Python engine's `views`).
+    /// The `subflows` list for `idx`: the same list object every time.
     fn list<'py>(&mut self, py: Python<'py>, idx: &[usize]) -> PyResult<Bound<'py, PyList>> {
         if let Some((l, have)) = &self.list {
             if have == idx {
@@ -737,9 +743,10 @@ impl PyScheduler {
         Ok(l)
     }
 
-    /// The engine's `_apply` reading of a decision, up to where it would act: the subflow `d[0]`
-    /// (list indexing), nothing more if it is not established, the segment `d[1]` and, for the head,
-    /// the count `d[2]` (compared as `n < count`). Raises what the Python engine raises.
+    /// How the engine reads a decision, up to where it would act: the subflow `d[0]` (indexed as a
+    /// Python list is), nothing more if it is not established, the segment `d[1]` and, for the head,
+    /// the count `d[2]` (compared as `n < count`). Raises what Python's list indexing and comparisons
+    /// raise for such values (TypeError, IndexError).
     fn decode(&self, py: Python<'_>, e: *mut Engine, d: &Bound<'_, PyAny>) -> PyResult<Decision> {
         let fast = d.is_exact_instance_of::<PyTuple>() || d.get_type().is(self.decision_type.bind(py));
         let item = |i: usize| -> PyResult<Bound<'_, PyAny>> {
@@ -840,7 +847,7 @@ impl Scheduler for PyScheduler {
 
     fn on_loss(&mut self, e: &mut Engine, k: usize, kind: LossKind, now: i64) {
         self.call(e, |s, py, _| {
-            // the Python engine passes views[sf.index]: the item of the list the scheduler is given
+            // the subflow as the item of the list the scheduler is given (`subflows[k]`)
             let sf = match &s.list {
                 Some((l, _)) => l.bind(py).get_item(k)?,
                 None => s.views[k].bind(py).clone().into_any(),

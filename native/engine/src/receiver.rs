@@ -1,11 +1,12 @@
-//! The receiving end (client side), as `workbench.replay.mptcp.ConnReceiver` and
-//! `workbench.replay.tcp.SubflowReceiver`: the MPTCP socket's in-order point, out-of-order queue and
+//! The receiving end (client side; docs/MODEL.md A5 and §0.6), `ConnReceiver` and
+//! `SubflowReceiver`: the MPTCP socket's in-order point, out-of-order queue and
 //! shared window (with the optional receive-buffer autotuning of Linux 6.18, mptcp_rcv_space_adjust),
 //! and each subflow's reordering, delayed / quick ACKs, timestamps and tcp_grow_window.
 //!
 //! The receivers do not send: `on_data` and `on_delack` return the ACK to put on the subflow's ACK
 //! link, and a delayed-ACK timer to schedule, for the caller (the engine's event loop) to act on.
-//! Integer arithmetic follows Python's (floor division) so results are the Python engine's exactly.
+//! Integer division floors (towards minus infinity, `floor_div`), as the model specifies; Rust's `/`
+//! truncates, which differs for negative operands.
 
 use crate::events::{Fired, Timer};
 use crate::winmap::WindowMap;

@@ -33,15 +33,14 @@ impl StepSeries {
         self.values[self.index_at(t_ns)]
     }
 
-    /// All values equal (Python compares them as a set: 0.0 and -0.0 are one value).
+    /// All values equal (as `StepSeries.is_constant` in Python, a set of one: 0.0 and -0.0 are one value).
     pub fn is_constant(&self) -> bool {
         self.values.iter().all(|&v| v == self.values[0])
     }
 }
 
 /// Walks a series forward in time, O(1) amortised per lookup (link times are monotone). It never
-/// moves back: a lookup earlier than the last one returns the last one's value, as the Python
-/// engine's `_Cursor` does.
+/// moves back: a lookup earlier than the last one returns the last one's value.
 #[derive(Clone, Debug, Default)]
 pub struct Cursor {
     i: usize,

@@ -1,5 +1,5 @@
-//! The sender half of a TCP subflow as Linux runs it, ported from `workbench.replay.tcp.SubflowSender`
-//! (its docstring is the specification): segment store, RTT estimator and RTO, SACK scoreboard with
+//! The sender half of a TCP subflow as Linux runs it (docs/MODEL.md A4 is the specification):
+//! segment store, RTT estimator and RTO, SACK scoreboard with
 //! FACK loss marking, PRR in Recovery, RTO and Loss with F-RTO / timestamp undo, tail loss probes and
 //! RACK for lost retransmissions, and the cwnd-usage record that gates growth.
 //!
@@ -7,7 +7,8 @@
 //! (`cc::Subflow`), where the congestion controls read the whole group; everything else of subflow
 //! `k` is `sfs[k]`. The methods are the engine's (`impl Engine`): a subflow sends on its link, reports
 //! to the connection and to the recorder, and arms timers on the event list, all of which the engine
-//! owns. Every integer step is the Python one, so a run is the Python run event for event.
+//! owns. Integer division floors (`div_euclid`, towards minus infinity) wherever an operand may be
+//! negative, as the model specifies; the golden runs pin every step, event for event.
 //!
 //! Segment state is trimmed as data is acknowledged: `Segs` keeps the segments from `una` up, so a
 //! subflow's memory is what it has in flight and queued, not everything it ever sent.
@@ -93,7 +94,7 @@ impl Segs {
 /// the compiler, the flags went to the end of the struct, a second line per subflow and decision.
 #[repr(C, align(64))]
 pub struct Sender {
-    // kept current for schedulers (Python: plain slots); the first cache line
+    // kept current for schedulers (plain fields, read directly); the first cache line
     pub in_flight: i64,
     pub queued_bytes: i64,
     pub mss: i64,
@@ -258,7 +259,7 @@ impl Sender {
     }
 }
 
-/// `min(rto << backoff, RTO_MAX)` in µs, as Python's unbounded shift then min.
+/// `min(rto << backoff, RTO_MAX)` in µs, the shift taken as unbounded (no overflow) before the min.
 #[inline]
 fn backed_off_us(rto_us: i64, backoff: u32) -> i64 {
     // rto_us >= 1 and RTO_MAX_US < 2^30: a back-off of 30 or more is always the maximum
@@ -367,7 +368,7 @@ impl Engine {
                 s.retrans_hint = nxt;
             }
             if nxt < s.end {
-                // new data: the common case, looped without re-checking losses (as the Python loop)
+                // new data: the common case, looped without re-checking losses
                 let end = s.end;
                 let mut i = nxt;
                 let mut n = 0;

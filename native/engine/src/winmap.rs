@@ -1,5 +1,5 @@
-//! The receive side's out-of-order queues (a `dict` in the Python engine: DSN -> end for the MPTCP
-//! socket, segment number -> (DSN, length) for a subflow) as a map laid out for how they are used:
+//! The receive side's out-of-order queues (DSN -> end for the MPTCP socket, segment number ->
+//! (DSN, length) for a subflow) as a map laid out for how they are used:
 //! the keys present are a window of nearly consecutive values (segment numbers, or DSNs about an MSS
 //! apart) that slides up, and the in-order path looks up the key at its low end. A hash map scatters
 //! those keys over its whole table: at 8 subflows (about 800 segments out of order) the MPTCP

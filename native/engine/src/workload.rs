@@ -1,7 +1,8 @@
-//! What the application writes, as `workbench.replay.workload`: an always-full buffer (`Bulk`), one
-//! transfer (`Finite`), bursts written after the previous one was DATA_ACKed (`Bursts`) or writes at
-//! given times (`AppTrace`). A workload writes through `Engine::app_write` and schedules its own
-//! timers as `Ev::Workload` events; `on_acked` runs when a DATA_ACK frees send-buffer space.
+//! What the application writes (docs/MODEL.md A7; the settings come from `workbench.replay.workload`):
+//! an always-full buffer (`Bulk`), one transfer (`Finite`), bursts written after the previous one was
+//! DATA_ACKed (`Bursts`) or writes at given times (`AppTrace`). A workload writes through
+//! `Engine::app_write` and schedules its own timers as `Ev::Workload` events; `on_acked` runs when a
+//! DATA_ACK frees send-buffer space.
 
 use crate::engine::{Engine, Ev};
 

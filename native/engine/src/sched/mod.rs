@@ -294,7 +294,8 @@ impl SfView<'_> {
     pub fn rate_bps(&self) -> f64 {
         self.s.rate_bps
     }
-    /// tcp_update_pacing_rate (see `SubflowSender.pacing_rate_bps`).
+    /// tcp_update_pacing_rate: mss * max(cwnd, packets_out) / srtt (whole µs), x2 in slow start
+    /// (cwnd < ssthresh/2), x1.2 otherwise; 0 before the first RTT sample.
     pub fn pacing_rate_bps(&self) -> f64 {
         let c = self.c;
         if c.srtt_us8 == 0 {
