@@ -68,6 +68,8 @@ def _mean_rate(series: list[tuple[float, float]], t_end_s: float) -> float:
     return total / t_end_s
 
 
+@pytest.mark.exclusive  # the kernel's join timing held to 3 ms: alone on the machine (under a parallel run the
+# path manager's MP_JOIN was seen 27-50 ms late, twice in CI while other work shared the two cores)
 @pytest.mark.parametrize("kind", ["constant", "traces"])
 @pytest.mark.parametrize("direction", ["down", "up"])
 def test_workbench_lab(kind: str, direction: str, tmp_path: Path) -> None:
