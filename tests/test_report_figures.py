@@ -138,7 +138,7 @@ def test_subplot_grid_is_make_subplots(rows: int, cols: int, vs: float, hs: floa
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from workbench.timeline.figure import grid_figure, subplot_layout
+    from workbench._plot_grid import grid_figure, subplot_layout
 
     titles = [f"title {i}" if i != 1 else "" for i in range(rows * cols)]
     want = make_subplots(rows=rows, cols=cols, shared_xaxes=True, vertical_spacing=vs, horizontal_spacing=hs,

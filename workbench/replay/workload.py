@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["AppTrace", "Bulk", "Bursts", "Finite", "Workload", "workload_spec"]
 
-WorkloadSpec = tuple[str, int | None, int, int, int, list[tuple[int, int]]]
+EngineWorkload = tuple[str, int | None, int, int, int, list[tuple[int, int]]]
 
 
 class Workload:
@@ -79,7 +79,7 @@ class AppTrace(Workload):
         return sum(b for _, b in self.writes)
 
 
-def workload_spec(wl: Workload) -> WorkloadSpec:
+def workload_spec(wl: Workload) -> EngineWorkload:
     """The workload as the compiled engine takes it: ``(kind, stop_ns, size or segments, idle_ns,
     n_bursts, writes)``. Raises TypeError for anything but the four built-in classes (a subclass
     included: its overrides would be silently ignored)."""

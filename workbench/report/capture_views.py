@@ -175,12 +175,12 @@ def capture_view_data(events: pl.DataFrame, conn: int, *, timelines: Any = None,
 
 def capture_view_figure(data: Mapping[str, Any], *, title: str = "The capture, per path") -> go.Figure:
     """Four rows (sequence, delay, throughput, OOO delay) x one column per path, shared time axis.
-    Built from plain dicts (`workbench.timeline.figure.subplot_layout`), as ``make_subplots`` would
+    Built from plain dicts (`workbench._plot_grid.subplot_layout`), as ``make_subplots`` would
     lay it out, without plotly's per-property validation (most of the cost of thousands of points)."""
     import plotly.io as pio
 
+    from workbench._plot_grid import grid_figure, subplot_layout
     from workbench.report.figures import path_colors
-    from workbench.timeline.figure import grid_figure, subplot_layout
 
     paths = list(data["paths"])
     n = max(1, len(paths))

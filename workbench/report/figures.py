@@ -337,7 +337,7 @@ def build_figures(data: dict[str, Any]) -> list[tuple[str, str, go.Figure]]:
 
     with_buf = [s for s in sources if s.get("buffers") and s["buffers"]["t_snd_s"]]
     if with_buf:
-        from workbench.timeline.figure import grid_figure, subplot_layout
+        from workbench._plot_grid import grid_figure, subplot_layout
 
         layout, refs = subplot_layout(2, 1, vertical_spacing=0.08, subplot_titles=(
             "send buffer (unacked + unsent)", "receive buffer (unread + out of order)"))
