@@ -16,9 +16,20 @@ CWND free space throughout the running time is used as a metric of burstness of 
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from workbench.metrics._common import check_columns, select_conn, with_data_dir
+from workbench.metrics._common import (
+    check_columns,
+    codes,
+    int_array,
+    mask_eq,
+    payload,
+    polars_sort_order,
+    select_conn,
+    true_mask,
+    with_data_dir,
+)
 
 __all__ = [
     "DEFAULT_BURST_GAP_NS",
@@ -32,41 +43,52 @@ __all__ = [
 DEFAULT_BURST_GAP_NS = 1_000_000  # 1 ms
 
 
-def _ack_samples(samples: pl.DataFrame, conn: int | None) -> pl.DataFrame:
+def _ack_rows(samples: pl.DataFrame, conn: int | None) -> np.ndarray:
+    """Positions of the ACK samples (of connection ``conn``)."""
     check_columns(samples, ["t_ns", "kind", "conn", "subflow", "path", "cwnd_segments",
                             "inflight_segments", "srtt_ns"], what="Samples")
-    return select_conn(samples, conn).filter(pl.col("kind") == "ack")
+    ack = mask_eq(samples["kind"], "ack")
+    if conn is not None:
+        ack &= samples["conn"].to_numpy() == conn
+    return np.flatnonzero(ack)
 
 
 def fast_subflows(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     """Per connection, the fast subflow: lowest median srtt over its ACK samples (ties: lowest
     subflow index). Columns: conn, subflow, path, srtt_p50_ms."""
-    return (
-        _ack_samples(samples, conn)
-        .filter(pl.col("srtt_ns").is_not_null())
+    rows = _ack_rows(samples, conn)
+    with_srtt = np.zeros(samples.height, bool)
+    with_srtt[rows] = True
+    with_srtt &= samples["srtt_ns"].is_not_null().to_numpy()
+    per = (
+        samples.filter(pl.Series(with_srtt))
         .group_by("conn", "subflow")
         .agg(pl.col("path").first(), (pl.col("srtt_ns").cast(pl.Float64).median() / 1e6).alias("srtt_p50_ms"))
-        .sort("conn", "srtt_p50_ms", "subflow")
-        .group_by("conn", maintain_order=True)
-        .first()
-        .sort("conn")
     )
+    # Per connection the first by (srtt_p50_ms, subflow).
+    c = per["conn"].to_numpy()
+    order = np.lexsort((per["subflow"].to_numpy(), per["srtt_p50_ms"].to_numpy(), c))
+    first = order[np.r_[True, c[order][1:] != c[order][:-1]]] if len(order) else order
+    out = per[first]
+    return pl.DataFrame([out["conn"].set_sorted(), *out[:, 1:]])  # sorted by it: flagged, as polars does
 
 
 def free_cwnd_series(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     """Free cwnd of the fast subflow at each ACK it receives: columns conn, subflow, path, t_ns,
     free_cwnd_segments (= max(cwnd_segments − inflight_segments, 0))."""
-    fast = fast_subflows(samples, conn).select("conn", "subflow")
-    return (
-        _ack_samples(samples, conn)
-        .join(fast, on=["conn", "subflow"], how="inner")
-        .sort("conn", "t_ns")
-        .select(
-            "conn", "subflow", "path", "t_ns",
-            (pl.col("cwnd_segments") - pl.col("inflight_segments").cast(pl.Float64))
-            .clip(lower_bound=0.0).alias("free_cwnd_segments"),
-        )
-    )
+    fast = fast_subflows(samples, conn)
+    rows = _ack_rows(samples, conn)
+    c, sf = samples["conn"].to_numpy()[rows], samples["subflow"].to_numpy()[rows]
+    on_fast = np.zeros(len(rows), bool)
+    for fc, fs in zip(fast["conn"].to_list(), fast["subflow"].to_list(), strict=True):
+        on_fast |= (c == fc) & (sf == fs)
+    rows = rows[on_fast]
+    rows = rows[polars_sort_order({"conn": (c[on_fast], samples["conn"].dtype),
+                                   "t_ns": (int_array(samples["t_ns"])[rows], samples["t_ns"].dtype)})]
+    sub = samples[rows]
+    free = (sub["cwnd_segments"] - sub["inflight_segments"].cast(pl.Float64)).clip(lower_bound=0.0)
+    return pl.DataFrame([sub["conn"].set_sorted(), sub["subflow"], sub["path"], sub["t_ns"],
+                         free.alias("free_cwnd_segments")])
 
 
 def burstiness(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
@@ -93,25 +115,30 @@ def send_bursts(events: pl.DataFrame, conn: int | None = None, *,
     segments, bytes. Empty when the sender was not observed.
     """
     check_columns(events, ["t_ns", "conn", "subflow", "path", "dir", "point", "payload_bytes"])
-    keys = ["conn", "subflow"]
-    return (
-        with_data_dir(select_conn(events, conn))
-        .filter(pl.col("is_data_dir") & (pl.col("point") == "snd") & (pl.col("payload_bytes") > 0))
-        .sort(*keys, "t_ns")
-        .with_columns(
-            (pl.col("t_ns").diff().over(keys).fill_null(gap_ns) >= gap_ns).cum_sum().over(keys).alias("burst")
-        )
-        .group_by(*keys, "burst")
-        .agg(
-            pl.col("path").first(),
-            pl.col("t_ns").min().alias("t_start_ns"),
-            pl.col("t_ns").max().alias("t_end_ns"),
-            pl.len().cast(pl.Int64).alias("segments"),
-            pl.col("payload_bytes").cast(pl.Int64).sum().alias("bytes"),
-        )
-        .sort(*keys, "t_start_ns")
-        .select("conn", "subflow", "path", "t_start_ns", "t_end_ns", "segments", "bytes")
-    )
+    ev = with_data_dir(select_conn(events, conn))
+    pay = payload(ev)
+    rows = np.flatnonzero(true_mask(ev["is_data_dir"]) & mask_eq(ev["point"], "snd") & (pay > 0))
+    c, sf, t = int_array(ev["conn"])[rows], int_array(ev["subflow"])[rows], int_array(ev["t_ns"])[rows]
+    # In (conn, subflow, t_ns) order as polars' sort gives it; the order of equal times only matters
+    # through the path of a burst's first segment, so not when each subflow has one path.
+    by = polars_sort_order({"conn": (c, ev["conn"].dtype), "subflow": (sf, ev["subflow"].dtype),
+                            "t_ns": (t, ev["t_ns"].dtype)},
+                           ties_only_through=codes(ev["path"][rows])[0])
+    rows, c, sf, t = rows[by], c[by], sf[by], t[by]
+    # A new burst at a subflow's first segment and after every gap >= gap_ns.
+    new = np.ones(len(rows), bool)
+    new[1:] = (c[1:] != c[:-1]) | (sf[1:] != sf[:-1]) | (np.diff(t) >= gap_ns)
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(rows))[:len(starts)] - 1
+    return pl.DataFrame([
+        pl.Series("conn", c[starts], ev["conn"].dtype).set_sorted(),  # sorted by it: flagged, as polars does
+        pl.Series("subflow", sf[starts], ev["subflow"].dtype),
+        ev["path"][rows[starts]],
+        pl.Series("t_start_ns", t[starts], ev["t_ns"].dtype),
+        pl.Series("t_end_ns", t[ends], ev["t_ns"].dtype),
+        pl.Series("segments", ends - starts + 1, pl.Int64),
+        pl.Series("bytes", np.add.reduceat(pay[rows], starts) if len(starts) else np.zeros(0, np.int64), pl.Int64),
+    ])
 
 
 def burst_summary(bursts: pl.DataFrame, by: tuple[str, ...] = ("conn", "subflow", "path")) -> pl.DataFrame:

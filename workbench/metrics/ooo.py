@@ -27,21 +27,35 @@ DSN range that overlaps several original segments or part of one):
   had those bytes by then; we assume ``data_ack`` counts bytes like ``dsn``, i.e. is the next expected
   relative DSN). Otherwise segments above the hole get a null ``t_deliverable``.
 
-Implementation: `first_cover` cuts DSN space into elementary pieces at every range boundary, so the
-first arrival per piece and the prefix maximum T over pieces are plain group-by / cum_max operations.
+Implementation: DSN space is cut into elementary pieces at every range boundary (`first_cover`), so the
+first arrival per piece and the prefix maximum T over pieces are a sort and a running maximum, in
+numpy connection by connection (the polars formulation they replaced, a dozen joins and window
+operations whose fixed cost dominated a report of many small sources, is the oracle in
+tests/test_metrics_fast_ooo.py).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from workbench.metrics._common import (
     INF_NS,
     check_columns,
-    first_cover,
+    conn_groups,
+    cover_one,
+    false_mask,
+    first_reach,
+    int_array,
+    mask_eq,
+    masked_series,
     ms,
+    nullable_int,
+    payload,
     quantile_aggs,
     select_conn,
+    take,
+    true_mask,
     with_data_dir,
 )
 
@@ -66,101 +80,65 @@ _SEGMENT_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _receiver_rows(events: pl.DataFrame) -> pl.DataFrame:
-    ev = with_data_dir(events)
-    return (
-        ev.with_row_index("row_id")
-        .filter(
-            pl.col("is_data_dir")
-            & (pl.col("point") == "rcv")
-            & pl.col("dsn").is_not_null()
-            & (pl.col("payload_bytes") > 0)
-        )
-        .select(
-            "conn",
-            pl.col("row_id").cast(pl.Int64),
-            "t_ns",
-            pl.col("dsn").cast(pl.Int64).alias("s"),
-            (pl.col("dsn").cast(pl.Int64) + pl.col("payload_bytes").cast(pl.Int64)).alias("e"),
-            "subflow",
-            "path",
-        )
-    )
-
-
-def _data_ack_reach(events: pl.DataFrame) -> pl.DataFrame:
-    """Per connection, the first time the receiver's cumulative DATA_ACK reached each value: columns
-    conn, ack (Int64, strictly increasing per conn), t_ack_ns. From the receiver's own sent ACKs."""
-    ev = with_data_dir(events)
-    return (
-        ev.filter(~pl.col("is_data_dir") & (pl.col("point") == "snd") & pl.col("data_ack").is_not_null())
-        .sort("conn", "t_ns")
-        .select("conn", "t_ns", pl.col("data_ack").cast(pl.Int64).cum_max().over("conn").alias("ack"))
-        .group_by("conn", "ack")
-        .agg(pl.col("t_ns").min().alias("t_ack_ns"))
-        .sort("conn", "ack")
-    )
-
-
 def _segments_all(events: pl.DataFrame) -> pl.DataFrame:
     """Every receiver-side data row with its new bytes and deliverable time (duplicates included)."""
     check_columns(events, ["t_ns", "conn", "subflow", "path", "dir", "point", "payload_bytes", "dsn",
                            "data_ack", "flags"])
-    rows = _receiver_rows(events)
-    if rows.height == 0:
+    ev = with_data_dir(events)
+    is_dd = true_mask(ev["is_data_dir"])
+    dsn_ok, dsn = nullable_int(ev["dsn"])
+    pay = payload(ev)
+    # The receiver-side data rows, in table order (row_id: position in the table).
+    rid = np.flatnonzero(is_dd & mask_eq(ev["point"], "rcv") & dsn_ok & (pay > 0))
+    if not len(rid):
         return pl.DataFrame(schema=_SEGMENT_SCHEMA)
-    cover_rows, pieces = first_cover(rows.select("conn", "row_id", "t_ns", "s", "e"))
-
-    # Holes between covered pieces: filled when a DATA_ACK reaches the hole's end, else never.
-    pieces = pieces.with_columns(
-        pl.col("piece_end").shift(1).over("conn").alias("prev_end"),
-        pl.col("a_ns").shift(1).over("conn").alias("prev_a_ns"),
-    ).with_columns((pl.col("prev_end").is_not_null() & (pl.col("piece_start") > pl.col("prev_end")))
-                   .alias("hole_before"))
-    acks = _data_ack_reach(events)
-    if acks.height:
-        pieces = pieces.sort("conn", "piece_start").join_asof(
-            acks, left_on="piece_start", right_on="ack", by="conn", strategy="forward",
-            check_sortedness=False,
-        )
-    else:
-        pieces = pieces.with_columns(pl.lit(None, pl.Int64).alias("t_ack_ns"))
-    pieces = (
-        pieces.sort("conn", "piece")
-        .with_columns(
-            pl.when(pl.col("hole_before")).then(pl.col("t_ack_ns").fill_null(INF_NS))
-            .otherwise(pl.lit(-INF_NS)).alias("hole_ns")
-        )
+    t_all = int_array(ev["t_ns"])
+    groups = conn_groups(ev["conn"][rid])
+    t, s = t_all[rid], dsn[rid]
+    e = s + pay[rid]
+    # The receiver's own DATA_ACKs (opposite direction, sent by it).
+    ack_ok, ack_all = nullable_int(ev["data_ack"])
+    ack_rows = np.flatnonzero(false_mask(ev["is_data_dir"]) & mask_eq(ev["point"], "snd") & ack_ok)
+    ack_conn = ev["conn"].to_numpy()[ack_rows]
+    new_bytes = np.zeros(len(rid), np.int64)
+    t_inorder = np.zeros(len(rid), np.int64)
+    for g, c in enumerate(groups.keys):
+        at = groups.rows(g)
+        i0, owned, piece, owner, start, end = cover_one(s[at], e[at], t[at], rid[at])
+        a_ns = t[at][owner]
+        # Holes between covered pieces: filled when a DATA_ACK reaches the hole's end, else never.
+        hole = np.zeros(len(piece), bool)
+        hole[1:] = start[1:] > end[:-1]
+        mine = ack_conn == c
+        hole_ns = np.full(len(piece), -INF_NS, np.int64)
+        hole_ns[hole] = first_reach(ack_all[ack_rows[mine]], t_all[ack_rows[mine]], start[hole])
         # barrier(j): latest time among the bytes just below piece j (previous piece, hole before it);
         # T(piece_start j) is the running maximum of the barriers over DSN order.
-        .with_columns(
-            pl.max_horizontal(pl.col("prev_a_ns").fill_null(-INF_NS), "hole_ns")
-            .cum_max().over("conn").alias("t_inorder_ns")
-        )
-        .select("conn", pl.col("piece").alias("i0"), "t_inorder_ns")
-    )
-    out = (
-        rows.join(cover_rows, on=["conn", "row_id"], how="left")
-        .join(pieces, on=["conn", "i0"], how="left")
-        .sort("conn", "t_ns", "row_id")
-        .with_columns(pl.max_horizontal("t_ns", "t_inorder_ns").alias("t_del"))
-        # Duplicates bring nothing to deliver: no deliverable time, no OOO delay.
-        .with_columns(pl.when((pl.col("t_del") >= INF_NS) | (pl.col("new_bytes") == 0)).then(None)
-                      .otherwise(pl.col("t_del")).alias("t_deliverable_ns"))
-        .select(
-            "conn",
-            pl.col("t_ns").alias("t_arrival_ns"),
-            "t_deliverable_ns",
-            (pl.col("t_deliverable_ns") - pl.col("t_ns")).alias("ooo_delay_ns"),
-            pl.col("s").alias("dsn"),
-            (pl.col("e") - pl.col("s")).alias("payload_bytes"),
-            pl.col("new_bytes").cast(pl.Int64),
-            "subflow",
-            "path",
-            (pl.col("new_bytes") == 0).alias("is_duplicate"),
-        )
-    )
-    return out.cast(_SEGMENT_SCHEMA)  # type: ignore[arg-type]
+        prev_a = np.concatenate([[-INF_NS], a_ns[:-1]])
+        inorder = np.maximum.accumulate(np.maximum(prev_a, hole_ns))
+        new_bytes[at] = owned
+        t_inorder[at] = inorder[np.searchsorted(piece, i0)]
+    order = np.lexsort((rid, t, groups.inv))  # by (conn, t_ns, row_id)
+    t, s, e, new_bytes = t[order], s[order], e[order], new_bytes[order]
+    t_del = np.maximum(t, t_inorder[order])
+    # Duplicates bring nothing to deliver: no deliverable time, no OOO delay.
+    never = (t_del >= INF_NS) | (new_bytes == 0)
+    sel = rid[order]
+    passed = take(ev, ["subflow", "path"], sel)
+    return pl.DataFrame([
+        # Flagged sorted as polars' sort flags its first key (group-bys on it then run on slices:
+        # their float sums, and so the OOO mean, depend on it).
+        pl.Series("conn", groups.keys[groups.inv[order]], ev["conn"].dtype).cast(pl.UInt32).set_sorted(),
+        pl.Series("t_arrival_ns", t, pl.Int64),
+        masked_series("t_deliverable_ns", t_del, never, pl.Int64),
+        masked_series("ooo_delay_ns", t_del - t, never, pl.Int64),
+        pl.Series("dsn", s, pl.Int64),
+        pl.Series("payload_bytes", e - s, pl.Int64),
+        pl.Series("new_bytes", new_bytes, pl.Int64),
+        passed["subflow"].cast(pl.UInt32),
+        passed["path"].cast(pl.String),
+        pl.Series("is_duplicate", new_bytes == 0, pl.Boolean),
+    ])
 
 
 def ooo_segments(events: pl.DataFrame, conn: int | None = None, *,
@@ -178,21 +156,39 @@ def ooo_segments(events: pl.DataFrame, conn: int | None = None, *,
 
 def summarize_segments(seg_all: pl.DataFrame) -> pl.DataFrame:
     """OOO summary per connection from `ooo_segments(..., include_duplicates=True)`."""
-    firsts = seg_all.filter(~pl.col("is_duplicate"))
-    delivered = firsts.filter(pl.col("t_deliverable_ns").is_not_null())
-    counts = seg_all.group_by("conn").agg(
-        (~pl.col("is_duplicate")).sum().cast(pl.Int64).alias("n_segments"),
-        pl.col("is_duplicate").sum().cast(pl.Int64).alias("n_duplicates"),
-        pl.col("payload_bytes").filter(pl.col("is_duplicate")).sum().cast(pl.Int64)
-        .alias("duplicate_bytes"),
-        pl.col("new_bytes").sum().cast(pl.Int64).alias("unique_bytes"),
-        (~pl.col("is_duplicate") & pl.col("t_deliverable_ns").is_null()).sum().cast(pl.Int64)
-        .alias("n_undeliverable"),
-    )
+    dup = true_mask(seg_all["is_duplicate"])
+    first = false_mask(seg_all["is_duplicate"])
+    deliverable = seg_all["t_deliverable_ns"].is_not_null().to_numpy()
+    groups = conn_groups(seg_all["conn"])
+    k = len(groups.keys)
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(groups.inv[mask], minlength=k).astype(np.int64)
+
+    def total(col: str, mask: np.ndarray) -> np.ndarray:
+        out = np.zeros(k, np.int64)
+        ok, v = nullable_int(seg_all[col])
+        np.add.at(out, groups.inv[mask & ok], v[mask & ok])
+        return out
+
+    counts = pl.DataFrame([
+        groups.key_series("conn"),
+        pl.Series("n_segments", count(first), pl.Int64),
+        pl.Series("n_duplicates", count(dup), pl.Int64),
+        pl.Series("duplicate_bytes", total("payload_bytes", dup), pl.Int64),
+        pl.Series("unique_bytes", total("new_bytes", np.ones(len(dup), bool)), pl.Int64),
+        pl.Series("n_undeliverable", count(first & ~deliverable), pl.Int64),
+    ])
+    # The float statistics stay polars aggregations over the same rows, in the same order.
+    delivered = seg_all.filter(pl.Series(first & deliverable))
     stats = delivered.group_by("conn").agg(
         *quantile_aggs("ooo_delay_ns", "ooo_delay_", "_ms", 1e6, with_count=False),
         (pl.col("ooo_delay_ns") > 0).mean().alias("ooo_fraction"),
     )
+    if stats.height == k and (np.sort(stats["conn"].to_numpy()) == groups.keys).all():
+        if k > 1:
+            stats = stats.sort("conn")
+        return pl.concat([counts, stats.drop("conn")], how="horizontal")
     return counts.join(stats, on="conn", how="left").sort("conn")
 
 
@@ -231,21 +227,35 @@ def cdf_from_segments(seg: pl.DataFrame, *, max_points: int | None = 2000) -> pl
 
 def queue_from_segments(seg: pl.DataFrame) -> pl.DataFrame:
     """Receive OOO queue step series from (non-duplicate) segments; see `ooo_queue_series`."""
-    firsts = seg.filter(~pl.col("is_duplicate"))
-    plus = firsts.select("conn", pl.col("t_arrival_ns").alias("t_ns"), pl.col("new_bytes").alias("delta"))
-    minus = firsts.filter(pl.col("t_deliverable_ns").is_not_null()).select(
-        "conn", pl.col("t_deliverable_ns").alias("t_ns"), (-pl.col("new_bytes")).alias("delta")
-    )
-    return (
-        pl.concat([plus, minus])
-        .group_by("conn", "t_ns")
-        .agg(pl.col("delta").sum())
-        .sort("conn", "t_ns")
-        .with_columns(pl.col("delta").cum_sum().over("conn").alias("ooo_bytes"))
-        # Drop steps that do not change the level (segments delivered on arrival), keeping the first.
-        .filter((pl.col("delta") != 0) | (pl.int_range(pl.len()).over("conn") == 0))
-        .select("conn", "t_ns", "ooo_bytes")
-    )
+    first = np.flatnonzero(false_mask(seg["is_duplicate"]))
+    ok, t_del = nullable_int(seg["t_deliverable_ns"])
+    gone = first[ok[first]]
+    new_ok, new = nullable_int(seg["new_bytes"])
+    conn = seg["conn"].to_numpy()
+    # Each segment adds its new bytes at arrival and removes them when deliverable.
+    c = np.concatenate([conn[first], conn[gone]])
+    t = np.concatenate([int_array(seg["t_arrival_ns"])[first], t_del[gone]])
+    delta = np.concatenate([new[first], -new[gone]])
+    counted = np.concatenate([new_ok[first], new_ok[gone]])
+    order = np.lexsort((t, c))
+    c, t, delta, counted = c[order], t[order], delta[order], counted[order]
+    step = np.ones(len(c), bool)
+    step[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1])
+    at = np.flatnonzero(step)
+    delta = np.add.reduceat(np.where(counted, delta, 0), at) if len(at) else delta[:0]
+    c, t = c[at], t[at]
+    level = np.cumsum(delta)
+    conn_start = np.ones(len(c), bool)
+    conn_start[1:] = c[1:] != c[:-1]
+    base = np.maximum.accumulate(np.where(conn_start, np.arange(len(c)), 0)) if len(c) else np.zeros(0, np.int64)
+    level = level - (level[base] - delta[base])  # running sum restarted per connection
+    # Drop steps that do not change the level (segments delivered on arrival), keeping the first.
+    keep = (delta != 0) | conn_start
+    return pl.DataFrame([
+        pl.Series("conn", c[keep], seg["conn"].dtype).set_sorted(),
+        pl.Series("t_ns", t[keep], seg["t_arrival_ns"].dtype),
+        pl.Series("ooo_bytes", level[keep], pl.Int64),
+    ])
 
 
 def ooo_queue_series(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:

@@ -16,9 +16,31 @@ Relative sequence numbers are taken as they are (no unwrapping past 4 GiB per su
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from workbench.metrics._common import ACK, SYN, check_columns, ms, select_conn, with_data_dir
+from workbench.metrics._common import (
+    ACK,
+    INF_NS,
+    SYN,
+    check_columns,
+    dense_key,
+    false_mask,
+    first_reach,
+    int_array,
+    labels,
+    mask_eq,
+    ms,
+    nullable_int,
+    payload,
+    polars_sort_order,
+    run_lengths,
+    select_conn,
+    sorted_unique,
+    take,
+    true_mask,
+    with_data_dir,
+)
 
 __all__ = [
     "best_rtt_samples",
@@ -92,62 +114,83 @@ def rtt_seq_ack(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     """
     check_columns(events, ["t_ns", "conn", "subflow", "path", "dir", "point", "seq", "ack", "flags",
                            "payload_bytes", "is_retrans"])
-    ev = with_data_dir(select_conn(events, conn)).with_columns(_VANTAGE.alias("vantage"))
-    data = ev.filter(pl.col("is_data_dir") & (pl.col("point") == "snd") & (pl.col("payload_bytes") > 0)).select(
-        "conn", "subflow", "path", "vantage", "t_ns",
-        pl.col("seq").cast(pl.Int64).alias("s"),
-        (pl.col("seq").cast(pl.Int64) + pl.col("payload_bytes").cast(pl.Int64)).alias("e"),
-        pl.col("is_retrans").fill_null(False).alias("retr"),
-    )
-    if data.height == 0:
+    ev = with_data_dir(select_conn(events, conn))
+    pay = payload(ev)
+    data = np.flatnonzero(true_mask(ev["is_data_dir"]) & mask_eq(ev["point"], "snd") & (pay > 0))
+    if not len(data):
         return pl.DataFrame(schema=_RTT_SCHEMA)
-    keys = ["conn", "subflow"]
-    # Union of retransmitted ranges per subflow as disjoint intervals (sort by start; a new interval
-    # begins where the start exceeds every earlier end), so "does a segment overlap a retransmission"
-    # is one backward as-of join: the last merged interval starting before the segment's end.
-    merged = (
-        data.filter(pl.col("retr"))
-        .sort(*keys, "s")
-        .with_columns(pl.col("e").cum_max().shift(1).over(keys).alias("_prev_end"))
-        .with_columns((pl.col("_prev_end").is_null() | (pl.col("s") > pl.col("_prev_end")))
-                      .cum_sum().over(keys).alias("_grp"))
-        .group_by(*keys, "_grp")
-        .agg(pl.col("s").min().alias("r_s"), pl.col("e").max().alias("r_e"))
-        .select(*keys, "r_s", "r_e")
-        .sort(*keys, "r_s")
-    )
-    clean = data.filter(~pl.col("retr")).with_columns((pl.col("e") - 1).alias("_last"))
-    if merged.height:
-        clean = (
-            clean.sort(*keys, "_last")
-            .join_asof(merged, left_on="_last", right_on="r_s", by=keys, strategy="backward",
-                       check_sortedness=False)
-            .filter(pl.col("r_e").is_null() | (pl.col("r_e") <= pl.col("s")))
-        )
+    conn_dt, sf_dt = ev["conn"].dtype, ev["subflow"].dtype
+    conn_all, sf_all = int_array(ev["conn"]), int_array(ev["subflow"])
+    t_all, s_all = int_array(ev["t_ns"]), int_array(ev["seq"])
+    e_all = s_all + pay
+    sub = dense_key(conn_all, sf_all)  # the subflow: one key for (conn, subflow)
+
+    def ordered(rows: np.ndarray, key: np.ndarray, name: str) -> np.ndarray:
+        """``rows`` in the order polars' sort by (conn, subflow, ``name`` = ``key``) gives them."""
+        return rows[polars_sort_order({"conn": (conn_all[rows], conn_dt), "subflow": (sf_all[rows], sf_dt),
+                                       name: (key, pl.Int64)})]
+
+    retr = true_mask(ev["is_retrans"])[data]
+    clean = data[~retr]
+    if retr.any():
+        # Union of retransmitted ranges per subflow as disjoint intervals (sorted by start, a new one
+        # begins where the start exceeds every earlier end), so a segment overlaps a retransmission iff
+        # the last interval starting at or below its last byte ends above its start.
+        rr = data[retr]
+        rr = rr[np.lexsort((s_all[rr], sub[rr]))]
+        rk, rs, re_ = sub[rr], s_all[rr], e_all[rr]
+        new = np.ones(len(rr), bool)
+        for k in sorted_unique(rk):
+            at = np.flatnonzero(rk == k)
+            new[at[1:]] = rs[at[1:]] > np.maximum.accumulate(re_[at])[:-1]
+        starts = np.flatnonzero(new)
+        r_k, r_s, r_e = rk[starts], rs[starts], np.maximum.reduceat(re_, starts)
+        clean = ordered(clean, e_all[clean] - 1, "_last")
+        i = _last_at_or_below(r_k, r_s, sub[clean], e_all[clean] - 1)
+        clean = clean[(i < 0) | (r_e[np.maximum(i, 0)] <= s_all[clean])]
     # A segment sent several times without the retransmission flag (e.g. duplicated rows) is also
     # ambiguous: keep only ranges sent exactly once.
-    clean = clean.filter(pl.len().over(*keys, "s", "e") == 1)
-    acks = (
-        ev.filter(~pl.col("is_data_dir") & (pl.col("point") == "rcv")
-                  & ((pl.col("flags").cast(pl.Int32) & ACK) != 0))
-        .sort(*keys, "t_ns")
-        .select(*keys, "t_ns", pl.col("ack").cast(pl.Int64).cum_max().over(keys).alias("ack_max"))
-        .group_by(*keys, "ack_max")
-        .agg(pl.col("t_ns").min().alias("t_ack"))
-        .sort(*keys, "ack_max")
-    )
-    if acks.height == 0:
+    clean = clean[run_lengths(sub[clean], s_all[clean], e_all[clean]) == 1]
+    flags_ok, flags = nullable_int(ev["flags"])
+    acks = np.flatnonzero(false_mask(ev["is_data_dir"]) & mask_eq(ev["point"], "rcv") & flags_ok
+                          & ((flags & ACK) != 0))
+    if not len(acks):
         return pl.DataFrame(schema=_RTT_SCHEMA)
-    out = (
-        clean.sort(*keys, "e")
-        .join_asof(acks, left_on="e", right_on="ack_max", by=keys, strategy="forward",
-                   check_sortedness=False)
-        .filter(pl.col("t_ack").is_not_null() & (pl.col("t_ack") > pl.col("t_ns")))
-        .select("conn", "subflow", "path", "vantage", pl.lit("seq").alias("method"),
-                pl.col("t_ack").alias("t_ns"), (pl.col("t_ack") - pl.col("t_ns")).alias("rtt_ns"))
-        .sort("conn", "subflow", "t_ns")
-    )
-    return out.cast(_RTT_SCHEMA)  # type: ignore[arg-type]
+    clean = ordered(clean, e_all[clean], "e")
+    # rtt: the first cumulative ACK on the subflow reaching the segment's end, if after the send.
+    ack_all = int_array(ev["ack"])
+    t_ack = np.full(len(clean), INF_NS, np.int64)
+    for k in sorted_unique(sub[clean]):
+        at = np.flatnonzero(sub[clean] == k)
+        mine = acks[sub[acks] == k]
+        t_ack[at] = first_reach(ack_all[mine], t_all[mine], e_all[clean[at]])
+    keep = (t_ack < INF_NS) & (t_ack > t_all[clean])
+    clean, t_ack = clean[keep], t_ack[keep]
+    by = polars_sort_order({"conn": (conn_all[clean], conn_dt), "subflow": (sf_all[clean], sf_dt),
+                            "t_ns": (t_ack, pl.Int64)})
+    clean, t_ack = clean[by], t_ack[by]
+    passed = take(ev, ["subflow", "path"], clean)
+    return pl.DataFrame([
+        ev["conn"][clean].cast(pl.UInt32).set_sorted(),  # sorted by it: flagged, as polars does
+        passed["subflow"].cast(pl.UInt32),
+        passed["path"].cast(pl.String),
+        labels("vantage", ["server", "client"], mask_eq(ev["dir"], "c2s")[clean].astype(np.int64)),
+        labels("method", ["seq"], np.zeros(len(clean), np.int64), literal=True),
+        pl.Series("t_ns", t_ack, pl.Int64),
+        pl.Series("rtt_ns", t_ack - t_all[clean], pl.Int64),
+    ])
+
+
+def _last_at_or_below(keys: np.ndarray, starts: np.ndarray, key: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For intervals sorted by (keys, starts): per query (key, x), the index of the last interval of
+    that key starting at or below x, or -1."""
+    out = np.full(len(x), -1, np.int64)
+    for k in sorted_unique(key):
+        lo, hi = np.searchsorted(keys, k, "left"), np.searchsorted(keys, k, "right")
+        at = np.flatnonzero(key == k)
+        i = np.searchsorted(starts[lo:hi], x[at], "right") - 1
+        out[at] = np.where(i >= 0, lo + i, -1)
+    return out
 
 
 def rtt_handshake(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:

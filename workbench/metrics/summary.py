@@ -135,7 +135,7 @@ def summarize_prepared(prep: Prepared, samples: pl.DataFrame | None = None) -> S
     q = prep.ooo_queue
     out["ooo_queue_max_bytes"] = int(q["ooo_bytes"].max()) if q.height else None  # type: ignore[arg-type]
 
-    ad = app_delay_from_segments(ev, seg.filter(pl.col("t_deliverable_ns").is_not_null()))
+    ad = app_delay_from_segments(ev, seg)  # (it leaves out the segments never deliverable)
     a_ms = ad["app_delay_ns"].cast(pl.Float64) / 1e6
     out["app_delay_mean_ms"] = _f(a_ms.mean()) if ad.height else None
     out["app_delay_p95_ms"] = _f(a_ms.quantile(0.95, "linear")) if ad.height else None

@@ -10,14 +10,29 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from workbench.metrics._common import (
     check_columns,
-    first_cover,
+    conn_groups,
+    cover_one,
+    dense_key,
+    int_array,
+    labels,
+    mask_eq,
+    mask_ne,
+    masked_series,
+    nullable_int,
+    over_scalar,
+    payload,
+    polars_sort_order,
     quantile_aggs,
     select_conn,
     start_times,
+    string_rank,
+    take,
+    true_mask,
     with_data_dir,
 )
 from workbench.metrics.ooo import ooo_segments
@@ -142,33 +157,40 @@ def goodput_from_data_acks(events: pl.DataFrame, conn: int | None = None) -> pl.
 
 
 def goodput_from_segments(ev: pl.DataFrame, seg: pl.DataFrame, start: pl.DataFrame) -> pl.DataFrame:
-    fin = (
-        with_data_dir(ev).filter(pl.col("is_data_dir") & pl.col("data_fin").fill_null(False))
-        .group_by("conn").agg(pl.lit(True).alias("data_fin"))
-    )
-    agg = seg.group_by("conn").agg(
-        pl.col("t_deliverable_ns").max().alias("end_ns"),
-        pl.col("new_bytes").filter(pl.col("t_deliverable_ns").is_not_null()).sum().cast(pl.Int64)
-        .alias("bytes"),
-        pl.col("new_bytes").filter(pl.col("t_deliverable_ns").is_null()).sum().cast(pl.Int64)
-        .alias("undelivered_bytes"),
-    )
-    return (
-        agg.join(start, on="conn", how="left")
-        .join(fin, on="conn", how="left")
-        .with_columns(((pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64) / 1e9).alias("_dur_s"))
-        .select(
-            "conn",
-            "start_ns",
-            "end_ns",
-            "bytes",
-            pl.when(pl.col("_dur_s") > 0).then(pl.col("bytes") * 8 / pl.col("_dur_s")).alias("goodput_bps"),
-            pl.when(pl.col("undelivered_bytes") == 0).then(pl.col("_dur_s")).alias("completion_s"),
-            "undelivered_bytes",
-            pl.col("data_fin").fill_null(False),
-        )
-        .sort("conn")
-    )
+    """`goodput` from precomputed segments (`ooo_segments`) and start times (`start_times`) of ``ev``."""
+    tagged = with_data_dir(ev)
+    fin_conns = tagged["conn"].to_numpy()[true_mask(tagged["is_data_dir"]) & true_mask(tagged["data_fin"])]
+    groups = conn_groups(seg["conn"])
+    k = len(groups.keys)
+    ok, t_del = nullable_int(seg["t_deliverable_ns"])
+    new = int_array(seg["new_bytes"])
+    end = np.full(k, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(end, groups.inv[ok], t_del[ok])
+    has_end = np.zeros(k, bool)
+    has_end[groups.inv[ok]] = True
+    delivered = np.zeros(k, np.int64)
+    np.add.at(delivered, groups.inv[ok], new[ok])
+    undelivered = np.zeros(k, np.int64)
+    np.add.at(undelivered, groups.inv[~ok], new[~ok])
+    # The connection's time origin, where `start` has one.
+    origin = dict(zip(start["conn"].to_list(), start["start_ns"].to_list(), strict=True))
+    start_of = [origin.get(int(c)) for c in groups.keys]
+    has_start = np.array([v is not None for v in start_of], bool)
+    start_ns = np.array([0 if v is None else v for v in start_of], np.int64)
+    has_dur = has_end & has_start
+    dur_s = over_scalar(np.where(has_dur, end - start_ns, 0).astype(np.float64), 1e9)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gp = (delivered * 8).astype(np.float64) / dur_s
+    return pl.DataFrame([
+        groups.key_series("conn"),
+        masked_series("start_ns", start_ns, ~has_start, start["start_ns"].dtype),
+        masked_series("end_ns", end, ~has_end, seg["t_deliverable_ns"].dtype),
+        pl.Series("bytes", delivered, pl.Int64),
+        masked_series("goodput_bps", gp, ~(has_dur & (dur_s > 0)), pl.Float64, when=True),
+        masked_series("completion_s", dur_s, ~(has_dur & (undelivered == 0)), pl.Float64, when=True),
+        pl.Series("undelivered_bytes", undelivered, pl.Int64),
+        pl.Series("data_fin", np.isin(groups.keys, fin_conns), pl.Boolean),
+    ])
 
 
 def app_delay(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
@@ -198,32 +220,56 @@ _APP_SCHEMA: dict[str, pl.DataType] = {
 
 
 def app_delay_from_segments(ev: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
+    """`app_delay` of segments (`ooo_segments` rows; those without a deliverable time are left out)
+    against the data-direction sends of ``ev``."""
     check_columns(ev, ["t_ns", "conn", "dir", "point", "payload_bytes", "dsn"])
-    snd = (
-        with_data_dir(ev)
-        .with_row_index("row_id")
-        .filter(pl.col("is_data_dir") & (pl.col("point") == "snd") & pl.col("dsn").is_not_null()
-                & (pl.col("payload_bytes") > 0))
-        .select("conn", pl.col("row_id").cast(pl.Int64), "t_ns", pl.col("dsn").cast(pl.Int64).alias("s"),
-                (pl.col("dsn").cast(pl.Int64) + pl.col("payload_bytes").cast(pl.Int64)).alias("e"))
-    )
-    if snd.height == 0 or seg.height == 0:
+    ev = with_data_dir(ev)
+    dsn_ok, dsn_all = nullable_int(ev["dsn"])
+    pay = payload(ev)
+    snd = np.flatnonzero(true_mask(ev["is_data_dir"]) & mask_eq(ev["point"], "snd") & dsn_ok & (pay > 0))
+    if not len(snd) or seg.height == 0:
         return pl.DataFrame(schema=_APP_SCHEMA)
-    _, pieces = first_cover(snd)
+    snd_groups = conn_groups(ev["conn"][snd])
+    t_snd = int_array(ev["t_ns"])[snd]
+    s_snd = dsn_all[snd]
+    e_snd = s_snd + pay[snd]
+    # The segments that became deliverable, in (conn, dsn) order as polars' sort gives it.
+    seg_conn_dt, dsn_dt = seg["conn"].dtype, seg["dsn"].dtype
+    ok, t_del = nullable_int(seg["t_deliverable_ns"])
+    seg_conn, dsn = seg["conn"].to_numpy(), int_array(seg["dsn"])
+
+    def by_conn_dsn(rows: np.ndarray) -> np.ndarray:
+        return rows[polars_sort_order({"conn": (seg_conn[rows], seg_conn_dt), "dsn": (dsn[rows], dsn_dt)})]
+
+    rows = by_conn_dsn(np.flatnonzero(ok))
     # The sender piece containing the segment's first byte: last piece starting at or below dsn,
     # provided it also ends above dsn (otherwise the byte was never seen sent).
-    first_send = pieces.select("conn", "piece_start", "piece_end", pl.col("a_ns").alias("t_send_ns"))
-    out = (
-        seg.filter(pl.col("t_deliverable_ns").is_not_null())
-        .sort("conn", "dsn")
-        .join_asof(first_send.sort("conn", "piece_start"), left_on="dsn", right_on="piece_start",
-                   by="conn", strategy="backward", check_sortedness=False)
-        .filter(pl.col("piece_end") > pl.col("dsn"))
-        .sort("conn", "dsn")
-        .select("conn", "dsn", "new_bytes", "t_send_ns", "t_deliverable_ns",
-                (pl.col("t_deliverable_ns") - pl.col("t_send_ns")).alias("app_delay_ns"), "subflow", "path")
-    )
-    return out.cast(_APP_SCHEMA)  # type: ignore[arg-type]
+    t_send = np.zeros(len(rows), np.int64)
+    sent = np.zeros(len(rows), bool)
+    for g, c in enumerate(snd_groups.keys):
+        at = snd_groups.rows(g)
+        _, _, _, owner, start, end = cover_one(s_snd[at], e_snd[at], t_snd[at], snd[at])
+        mine = np.flatnonzero(seg_conn[rows] == c)
+        i = np.searchsorted(start, dsn[rows[mine]], "right") - 1
+        hit = (i >= 0) & (end[np.maximum(i, 0)] > dsn[rows[mine]])
+        sent[mine] = hit
+        t_send[mine[hit]] = t_snd[at][owner[i[hit]]]
+    keep = np.flatnonzero(sent)
+    back = by_conn_dsn(rows[keep])  # sorted again, as the polars formulation did after its as-of join
+    pos = np.empty(len(seg_conn), np.int64)
+    pos[rows[keep]] = keep
+    t_send = t_send[pos[back]]
+    passed = take(seg, ["dsn", "new_bytes", "subflow", "path"], back)
+    return pl.DataFrame([
+        seg["conn"][back].cast(pl.UInt32).set_sorted(),  # sorted by it: flagged, as polars does
+        passed["dsn"].cast(pl.Int64),
+        passed["new_bytes"].cast(pl.Int64),
+        pl.Series("t_send_ns", t_send, pl.Int64),
+        pl.Series("t_deliverable_ns", t_del[back], pl.Int64),
+        pl.Series("app_delay_ns", t_del[back] - t_send, pl.Int64),
+        passed["subflow"].cast(pl.UInt32),
+        passed["path"].cast(pl.String),
+    ])
 
 
 def app_delay_summary(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
@@ -259,39 +305,82 @@ def path_stats(events: pl.DataFrame, conn: int | None = None, *, point: str | No
     """
     check_columns(events, ["t_ns", "conn", "subflow", "path", "dir", "point", "payload_bytes",
                            "is_retrans", "is_reinject"])
-    ev = with_data_dir(select_conn(events, conn)).filter(
-        pl.col("is_data_dir") & (pl.col("payload_bytes") > 0) & (pl.col("point") != "drop")
-    )
+    ev = with_data_dir(select_conn(events, conn))
+    pay = payload(ev)
+    rows = np.flatnonzero(true_mask(ev["is_data_dir"]) & (pay > 0) & mask_ne(ev["point"], "drop"))
+    conn_all = ev["conn"].to_numpy()
     if point is None:
-        chosen = ev.group_by("conn").agg(
-            pl.when((pl.col("point") == "snd").any()).then(pl.lit("snd")).otherwise(pl.lit("rcv"))
-            .alias("_pt")
-        )
+        # Per connection "snd" when the sender side was observed, else "rcv".
+        is_snd = mask_eq(ev["point"], "snd")[rows]
+        pt_snd = np.isin(conn_all[rows], conn_all[rows][is_snd])
+        keep = np.where(pt_snd, is_snd, mask_eq(ev["point"], "rcv")[rows])
+        rows, pt_snd = rows[keep], pt_snd[keep]
+        point_names = ["rcv", "snd"]
     else:
-        chosen = ev.select("conn").unique().with_columns(pl.lit(point).alias("_pt"))
-    ev = ev.join(chosen, on="conn").filter(pl.col("point").cast(pl.String) == pl.col("_pt"))
-    b = pl.col("payload_bytes").cast(pl.Int64)
-    retr = pl.col("is_retrans").fill_null(False)
-    reinj = pl.col("is_reinject").fill_null(False)
-    per = ev.group_by("conn", "path").agg(
-        pl.col("subflow").n_unique().cast(pl.Int64).alias("n_subflows"),
-        pl.col("_pt").first().alias("point"),
-        pl.len().cast(pl.Int64).alias("segments"),
-        b.sum().alias("bytes"),
-        b.filter(~retr & ~reinj).sum().alias("unique_bytes"),
-        retr.sum().cast(pl.Int64).alias("retrans"),
-        reinj.sum().cast(pl.Int64).alias("reinjections"),
-        b.filter(retr).sum().alias("retrans_bytes"),
-        b.filter(reinj).sum().alias("reinject_bytes"),
-        pl.col("t_ns").min().alias("t_first_ns"),
-        pl.col("t_ns").max().alias("t_last_ns"),
-    )
-    dur_s = (pl.col("t_last_ns") - pl.col("t_first_ns")).cast(pl.Float64) / 1e9
-    return (
-        per.with_columns(
-            pl.when(dur_s > 0).then(pl.col("bytes") * 8 / dur_s).alias("throughput_bps"),
-            (pl.col("bytes") / pl.col("bytes").sum().over("conn")).alias("share"),
-            (pl.col("unique_bytes") / pl.col("unique_bytes").sum().over("conn")).alias("unique_share"),
-        )
-        .sort("conn", "path")
-    )
+        rows = rows[mask_eq(ev["point"], point)[rows]]
+        pt_snd = np.zeros(len(rows), bool)
+        point_names = [point]
+    # Groups (conn, path), numbered in that sort order.
+    paths = ev["path"][rows]
+    c = conn_all[rows].astype(np.int64)
+    key = dense_key(c, string_rank(paths))
+    n = int(key.max()) + 1 if len(key) else 0
+    first = np.zeros(n, np.int64)  # a row of each group
+    first[key[::-1]] = np.arange(len(rows))[::-1]
+    retr = true_mask(ev["is_retrans"])[rows]
+    reinj = true_mask(ev["is_reinject"])[rows]
+    b, t = pay[rows], int_array(ev["t_ns"])[rows]
+
+    def total(mask: np.ndarray) -> np.ndarray:
+        out = np.zeros(n, np.int64)
+        np.add.at(out, key[mask], b[mask])
+        return out
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(key[mask], minlength=n).astype(np.int64)
+
+    every = np.ones(len(rows), bool)
+    bytes_, unique = total(every), total(~retr & ~reinj)
+    t_first = np.full(n, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(t_first, key, t)
+    t_last = np.full(n, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(t_last, key, t)
+    pairs = dense_key(key, int_array(ev["subflow"])[rows])
+    first_of_pair = np.zeros(int(pairs.max()) + 1 if len(pairs) else 0, np.int64)
+    first_of_pair[pairs[::-1]] = np.arange(len(pairs))[::-1]
+    n_subflows = np.bincount(key[first_of_pair], minlength=n).astype(np.int64)
+    of_conn = dense_key(c[first])  # each group's connection
+
+    dur_s = over_scalar((t_last - t_first).astype(np.float64), 1e9)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # int / int in polars: both as Float64, then divided, as here.
+        throughput = (bytes_ * 8).astype(np.float64) / dur_s
+        share = bytes_.astype(np.float64) / _per_conn_sum(of_conn, bytes_).astype(np.float64)
+        unique_share = unique.astype(np.float64) / _per_conn_sum(of_conn, unique).astype(np.float64)
+    return pl.DataFrame([
+        pl.Series("conn", c[first], ev["conn"].dtype).set_sorted(),  # sorted by it: flagged, as polars does
+        paths[first].cast(pl.String),
+        pl.Series("n_subflows", n_subflows, pl.Int64),
+        # (polars flags it sorted when constant: a literal, or one connection's choice broadcast)
+        labels("point", point_names, pt_snd[first].astype(np.int64),
+               literal=point is not None or len(np.unique(c)) <= 1),
+        pl.Series("segments", count(every), pl.Int64),
+        pl.Series("bytes", bytes_, pl.Int64),
+        pl.Series("unique_bytes", unique, pl.Int64),
+        pl.Series("retrans", count(retr), pl.Int64),
+        pl.Series("reinjections", count(reinj), pl.Int64),
+        pl.Series("retrans_bytes", total(retr), pl.Int64),
+        pl.Series("reinject_bytes", total(reinj), pl.Int64),
+        pl.Series("t_first_ns", t_first, ev["t_ns"].dtype),
+        pl.Series("t_last_ns", t_last, ev["t_ns"].dtype),
+        masked_series("throughput_bps", throughput, ~(dur_s > 0), pl.Float64, when=True),
+        pl.Series("share", share, pl.Float64),
+        pl.Series("unique_share", unique_share, pl.Float64),
+    ])
+
+
+def _per_conn_sum(of_conn: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Per element, the sum of ``v`` over the elements of its connection."""
+    out = np.zeros(int(of_conn.max()) + 1 if len(of_conn) else 0, np.int64)
+    np.add.at(out, of_conn, v)
+    return out[of_conn]
