@@ -21,7 +21,7 @@ import pytest
 
 from tests._kernel import require_lab
 from workbench.backends._kernel import netem_available
-from workbench.backends._kernel.accuracy import summarize_accuracy
+from workbench.backends._kernel.accuracy import link_in_force, summarize_accuracy
 from workbench.backends._kernel.emulation import Emulation, LinkPlan, PathPlan
 from workbench.backends._kernel.probing import probe_run
 
@@ -83,8 +83,16 @@ def test_probe_sees_programmed_rate_and_delay(case: str, tmp_path: Path) -> None
             # the 50 -> 5 ms fall was ramped at 0.5 ms/ms (90 ms), and the probe saw the ramp
             (fall,) = [c for c in r["meta"]["links"]["light"]["changes"] if c["owd_ns"] == 5 * MS]
             assert fall["ramp_end_ns"] - fall["t_ns"] == 90 * MS
-            ramping = delay.filter(~delay["programmed_ns"].is_in([20e6, 50e6, 5e6]))
-            assert ramping.height >= 1 and (ramping["err_ns"].abs() <= DELAY_TOL_MS * 1e6).all(), ramping
+            # judged per datagram: a 100 ms bin keeps the one datagram that met the emptiest queue,
+            # which may be sent after the ramp (the whole 90 ms ramp can fall in one bin)
+            light = r["plans"][1] if rate_dir == "down" else r["plans"][0]
+            _, owd = link_in_force(light.rate_bps, light.owd_ns, name="light", emulation=r["meta"])
+            rx = r["rx_delay"]
+            ramp = rx.filter((rx["t_tx_ns"] >= fall["t_ns"]) & (rx["t_tx_ns"] < fall["ramp_end_ns"]))
+            prog_ns = owd.at((ramp["t_tx_ns"] - r["meta"]["t0_ns"]).to_numpy())
+            err_ms = ((ramp["t_rx_ns"] - ramp["t_tx_ns"]).to_numpy() - prog_ns) / 1e6
+            assert ramp.height >= 10 and ((prog_ns > 5 * MS) & (prog_ns < 50 * MS)).all(), prog_ns
+            assert (abs(err_ms) <= DELAY_TOL_MS).mean() >= 0.8, err_ms
         # the rate changes were applied (and recorded) close to their time
         applied = r["applied"].filter(r["applied"]["link"] == "rate")
         assert applied["planned_ns"].to_list() == [S, 2 * S]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from workbench.report.figures import METRICS, build_figures, page_figure_data, thin, winners
@@ -97,14 +99,9 @@ def _misspelt(fig_dict: dict) -> list[dict]:
     return out
 
 
-def test_every_figure_is_valid_plotly() -> None:
-    """The report's figures are built without plotly's per-property validation (for speed): plain
-    line and bar figures (`_figure`), the multi-panel ones from a `subplot_layout` grid (buffers,
-    capture views, path timelines) and the timelines figure read back from its JSON. Here every
-    figure goes through it, so a misspelt property or a wrong value type fails."""
-    import plotly.graph_objects as go
-    import pytest
-
+def _every_figure() -> list[tuple[str, Any]]:
+    """Every figure a report page shows (one of each), and the timeline and capture-view figures
+    the app shows on their own."""
     from workbench.report.capture_views import capture_view_figure
     from workbench.timeline import timeline_figure
 
@@ -119,12 +116,50 @@ def test_every_figure_is_valid_plotly() -> None:
     others = [("timeline_figure", timeline_figure(_timelines(), title="t")),
               ("capture_view_figure, 3 paths", capture_view_figure(_capture_view(["a", "b", "c"]), title="")),
               ("capture_view_figure, no path", capture_view_figure(_capture_view(["a"]) | {"paths": []}))]
-    for fid, fig in [(fid, fig) for fid, _, fig in figs] + others:
+    return [(fid, fig) for fid, _, fig in figs] + others
+
+
+def test_every_figure_is_valid_plotly() -> None:
+    """The report's figures are built without plotly's per-property validation (for speed): plain
+    line and bar figures (`_figure`), the multi-panel ones from a `subplot_layout` grid (buffers,
+    capture views, path timelines) and the timelines figure read back from its JSON. Here every
+    figure goes through it, so a misspelt property or a wrong value type fails."""
+    import plotly.graph_objects as go
+    import pytest
+
+    for fid, fig in _every_figure():
         checked = go.Figure(fig.to_dict())  # validates every property, raises ValueError on a bad one
         assert checked.to_plotly_json() == fig.to_plotly_json(), fid
         for bad in _misspelt(fig.to_dict()):
             with pytest.raises(ValueError):
                 go.Figure(bad)
+
+
+def test_page_divs_are_plotly_to_html() -> None:
+    """A page writes each figure's div from the figure's own dicts (`html._plotly_dict`, no deep
+    copy): byte for byte what ``pio.to_html(fig)`` writes, for every figure of a page and for numpy
+    arrays anywhere plotly converts them to typed arrays (a trace's columns, nested in a marker, in
+    a list of annotations; not under a skipped key such as an axis range)."""
+    import numpy as np
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from workbench.report.html import _plotly_dict
+
+    arrays = go.Figure(data=[{"type": "scatter", "x": np.arange(6, dtype=np.int64), "y": np.linspace(0, 1, 6),
+                              "marker": {"color": np.array([3, 1, 2, 3, 1, 2], dtype=np.uint8)},
+                              "customdata": [[1, 2], [3, 4]], "text": ("a", "b")}],
+                       layout={"xaxis": {"range": np.array([0.0, 5.0])},
+                               "annotations": [{"text": "n", "x": 1.0, "y": 0.5}],
+                               "shapes": [{"type": "path", "path": "M 0 0 L 1 1", "line": {"width": 2}}]},
+                       _validate=False)
+    kw: dict[str, Any] = {"full_html": False, "include_plotlyjs": False, "div_id": "fig-x",
+                          "config": {"displaylogo": False, "responsive": True}}
+    for fid, fig in [*_every_figure(), ("numpy arrays", arrays)]:
+        before = fig.to_json()
+        assert pio.to_html(_plotly_dict(fig), validate=False, **kw) == pio.to_html(fig, **kw), fid
+        assert fig.to_json() == before, fid  # the figure itself is left as it was
+    assert '"bdata"' in pio.to_html(_plotly_dict(arrays), validate=False, **kw)
 
 
 @pytest.mark.parametrize(("rows", "cols", "vs", "hs"), [(2, 1, 0.08, None), (3, 1, 0.06, None), (4, 1, 0.05, 0.06),

@@ -13,11 +13,12 @@ ACK) has ``snd`` and ``rcv`` rows at the times the model uses.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
 import polars as pl
 
-from workbench.capture.schema import PACKET_EVENTS, SAMPLES
+from workbench.capture.schema import EVENT_POINTS, PACKET_EVENTS, SAMPLES
 from workbench.replay.recorder import HandshakeRow
 
 if TYPE_CHECKING:
@@ -60,101 +61,155 @@ def record_frame(rec: Any, kind: str) -> pl.DataFrame:
 
 
 def packet_events(result: ReplayResult) -> pl.DataFrame:
+    """The run's packets as PACKET_EVENTS rows, in time order (rows at one time in the order: data
+    ``snd``, data ``rcv``, data ``drop``, ACK ``rcv``, ACK ``drop``, handshake).
+
+    Built as numpy columns and one frame: a chain of polars expressions per row kind was most of
+    its cost (a report makes one per replay). `tests/test_replay_tables.py` holds it to that
+    polars formulation row for row."""
     rec = result.recorder
     if rec is None:
         return pl.DataFrame(schema=PACKET_EVENTS)
     cfg = result.config
-    names = result.path_names
-    hdr = cfg.header_bytes
-    ackb = cfg.ack_bytes
     srv_win = 65535 << 7  # the data sender's own receive window (it receives no data): constant
     data_dir, ack_dir = ("s2c", "c2s") if result.direction == "down" else ("c2s", "s2c")
-    parts: list[pl.DataFrame] = []
+    dir_code = {d: i for i, d in enumerate(_DIRS)}
+    point_code = {p: i for i, p in enumerate(EVENT_POINTS)}
 
-    def data_frame(df: pl.DataFrame, point: str) -> pl.DataFrame:
-        """Data rows (`SndRow` / `RcvRow` fields; no ``owd_ns``: sender side)."""
-        if not df.height:
-            return pl.DataFrame()
-        if "owd_ns" not in df.columns:
-            df = df.with_columns(owd_ns=pl.lit(None, pl.Int64))
-        df = df.select("t_ns", "subflow", "seq", "payload_bytes", "dsn", "is_retrans", "is_reinject", "owd_ns")
-        return df.with_columns(
-            dsn=pl.col("dsn").cast(pl.UInt64),
-            point=pl.lit(point), dir=pl.lit(data_dir), ack=pl.lit(1, pl.UInt32),
-            flags=pl.lit(_ACK | _PSH, pl.UInt16),
-            frame_bytes=(pl.col("payload_bytes").cast(pl.UInt32) + hdr).cast(pl.UInt32),
-            rwnd_bytes=pl.lit(srv_win, pl.UInt64), data_ack=pl.lit(0, pl.UInt64),
-        )
-
-    parts.append(data_frame(record_frame(rec, "snd"), "snd"))
-    parts.append(data_frame(record_frame(rec, "rcv"), "rcv"))
+    snd, rcv = record_frame(rec, "snd"), record_frame(rec, "rcv")
     drops = record_frame(rec, "drop")
-    drops_d = drops.filter(pl.col("is_data"))
-    drops_a = drops.filter(~pl.col("is_data"))
-    if drops_d.height:
-        parts.append(data_frame(drops_d.rename({"seq_or_ack": "seq"}), "drop"))
     acks = record_frame(rec, "ack")
-    if acks.height or drops_a.height:
-        na, nx = acks.height, drops_a.height
-        df = pl.concat([
-            acks.select("t_ns", "subflow", ack="ack_seq", data_ack=pl.col("data_ack").cast(pl.UInt64),
-                        rwnd_bytes=pl.col("rwnd_bytes").cast(pl.UInt64), sack="has_sack", owd_ns="owd_ns"),
-            drops_a.select("t_ns", "subflow", ack="seq_or_ack", data_ack=pl.lit(None, pl.UInt64),
-                           rwnd_bytes=pl.lit(None, pl.UInt64), sack=pl.lit(False), owd_ns=pl.lit(None, pl.Int64)),
-        ]).with_columns(point=pl.Series(["rcv"] * na + ["drop"] * nx, dtype=pl.String))
-        df = df.with_columns(
-            dir=pl.lit(ack_dir), seq=pl.lit(1, pl.Int64), payload_bytes=pl.lit(0, pl.UInt32),
-            flags=pl.lit(_ACK, pl.UInt16),
-            frame_bytes=(pl.lit(ackb) + pl.when(pl.col("sack")).then(12).otherwise(0)).cast(pl.UInt32),
-            dsn=pl.lit(None, pl.UInt64), is_retrans=pl.lit(False), is_reinject=pl.lit(False),
-        ).drop("sack")
-        parts.append(df)
+    is_data = drops["is_data"].to_numpy()
+    kinds: list[tuple[pl.DataFrame, str, bool]] = [(snd, "snd", True), (rcv, "rcv", True),
+                                                   (drops.filter(pl.Series(is_data)), "drop", True),
+                                                   (acks, "rcv", False), (drops.filter(pl.Series(~is_data)), "drop", False)]
+    parts: list[_Part] = []
+    for df, point, data in kinds:
+        n = df.height
+        if not n:
+            continue
+        full = np.ones(n, dtype=bool)
+        if data:
+            pay = df["payload_bytes"].to_numpy().astype(np.int64)
+            owd = df["owd_ns"].to_numpy() if "owd_ns" in df.columns else np.zeros(n, np.int64)
+            parts.append(_Part(
+                t_ns=df["t_ns"].to_numpy(), subflow=df["subflow"].to_numpy(), dir=dir_code[data_dir],
+                point=point_code[point], seq=df["seq" if point != "drop" else "seq_or_ack"].to_numpy(),
+                ack=np.ones(n, np.int64), flags=_ACK | _PSH, payload_bytes=pay, frame_bytes=pay + cfg.header_bytes,
+                rwnd_bytes=np.full(n, srv_win, np.int64), rwnd_ok=full, dsn=df["dsn"].to_numpy(), dsn_ok=full,
+                data_ack=np.zeros(n, np.int64), data_ack_ok=full, is_retrans=df["is_retrans"].to_numpy(),
+                is_reinject=df["is_reinject"].to_numpy(), owd_ns=owd, owd_ok=full if point == "rcv" else ~full))
+        else:
+            is_ack = point == "rcv"
+            sack = df["has_sack"].to_numpy() if is_ack else np.zeros(n, bool)
+            none = np.zeros(n, np.int64)
+            parts.append(_Part(
+                t_ns=df["t_ns"].to_numpy(), subflow=df["subflow"].to_numpy(), dir=dir_code[ack_dir],
+                point=point_code[point], seq=np.ones(n, np.int64),
+                ack=df["ack_seq" if is_ack else "seq_or_ack"].to_numpy(), flags=_ACK, payload_bytes=none,
+                frame_bytes=cfg.ack_bytes + 12 * sack.astype(np.int64),
+                rwnd_bytes=df["rwnd_bytes"].to_numpy() if is_ack else none, rwnd_ok=full if is_ack else ~full,
+                dsn=none, dsn_ok=~full, data_ack=df["data_ack"].to_numpy() if is_ack else none,
+                data_ack_ok=full if is_ack else ~full, is_retrans=~full, is_reinject=~full,
+                owd_ns=df["owd_ns"].to_numpy() if is_ack else none, owd_ok=full if is_ack else ~full))
     if rec.handshake:
         # the data receiver's SYN (or SYN/ACK) and handshake ACK announce its initial window when it grows
         # one (tcp_select_initial_window); otherwise, as the sender's, a constant
         rcv_win = cfg.rcv_wnd_init_bytes if cfg.rcv_wnd_init_bytes is not None else srv_win
-        parts.append(_handshake_rows(rec.handshake, ackb, {ack_dir: rcv_win, data_dir: srv_win}))
-    parts = [p for p in parts if p.height]
+        parts.append(_handshake_part(rec.handshake, cfg.ack_bytes, {ack_dir: rcv_win, data_dir: srv_win},
+                                     dir_code, point_code))
     if not parts:
         return pl.DataFrame(schema=PACKET_EVENTS)
-    df = pl.concat(parts, how="diagonal_relaxed")
-    name_map = {i: n for i, n in enumerate(names)}
-    df = df.with_columns(
-        conn=pl.lit(0, pl.UInt32),
-        path=pl.col("subflow").replace_strict(name_map, return_dtype=pl.String),
-        data_fin=pl.lit(False),
-        ts_val=(pl.col("t_ns") // 1_000_000).cast(pl.UInt32),
-        ts_ecr=pl.lit(None, pl.UInt32),
-        seq=(pl.col("seq") & 0xFFFFFFFF).cast(pl.UInt32),
-        ack=(pl.col("ack") & 0xFFFFFFFF).cast(pl.UInt32),
-    )
-    df = df.select([pl.col(c).cast(t) for c, t in PACKET_EVENTS.items()])
-    return df.sort("t_ns", maintain_order=True)
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([np.broadcast_to(np.asarray(getattr(p, name)), p.t_ns.shape) for p in parts])
+
+    t_ns = cat("t_ns").astype(np.int64)
+    order = np.argsort(t_ns, kind="stable")  # a stable sort: rows at one time keep the order above
+
+    def col(name: str, dtype: pl.DataType, ok: str | None = None) -> pl.Series:
+        s = pl.Series(name, cat(name)[order]).cast(dtype)
+        return s if ok is None else s.set(pl.Series(~cat(ok)[order]), None)
+
+    subflow = cat("subflow")[order].astype(np.int64)
+    names = result.path_names
+    if subflow.size and (subflow.min() < 0 or subflow.max() >= len(names)):
+        raise ValueError(f"a recorded subflow index is not one of the {len(names)} paths")
+    return pl.DataFrame([
+        pl.Series("t_ns", t_ns[order], pl.Int64),
+        pl.Series("conn", np.zeros(t_ns.size, np.uint32), pl.UInt32),
+        pl.Series("subflow", subflow, pl.UInt32),
+        pl.Series("path", names, pl.String).gather(subflow),
+        pl.Series("dir", _DIRS, PACKET_EVENTS["dir"]).gather(cat("dir")[order]),
+        pl.Series("point", EVENT_POINTS, PACKET_EVENTS["point"]).gather(cat("point")[order]),
+        pl.Series("seq", cat("seq")[order].astype(np.int64) & 0xFFFFFFFF, pl.UInt32),
+        pl.Series("ack", cat("ack")[order].astype(np.int64) & 0xFFFFFFFF, pl.UInt32),
+        col("flags", pl.UInt16()),
+        col("payload_bytes", pl.UInt32()),
+        col("frame_bytes", pl.UInt32()),
+        col("rwnd_bytes", pl.UInt64(), "rwnd_ok"),
+        col("dsn", pl.UInt64(), "dsn_ok"),
+        col("data_ack", pl.UInt64(), "data_ack_ok"),
+        pl.Series("data_fin", np.zeros(t_ns.size, bool), pl.Boolean),
+        col("is_retrans", pl.Boolean()),
+        col("is_reinject", pl.Boolean()),
+        pl.Series("ts_val", t_ns[order] // 1_000_000).cast(pl.UInt32),
+        pl.repeat(None, t_ns.size, dtype=pl.UInt32, eager=True).alias("ts_ecr"),
+        col("owd_ns", pl.Int64(), "owd_ok"),
+    ])
 
 
-def _handshake_rows(rows: list[HandshakeRow], ack_bytes: int, rwnd_bytes: dict[str, int]) -> pl.DataFrame:
+_DIRS: list[str] = PACKET_EVENTS["dir"].categories.to_list()  # type: ignore[attr-defined]
+
+
+class _Part(NamedTuple):
+    """One row kind's columns for `packet_events` (numpy arrays, or one value for every row);
+    ``*_ok``: where the column before it is not null."""
+
+    t_ns: np.ndarray
+    subflow: np.ndarray
+    dir: np.ndarray | int
+    point: np.ndarray | int
+    seq: np.ndarray
+    ack: np.ndarray
+    flags: np.ndarray | int
+    payload_bytes: np.ndarray
+    frame_bytes: np.ndarray
+    rwnd_bytes: np.ndarray
+    rwnd_ok: np.ndarray
+    dsn: np.ndarray
+    dsn_ok: np.ndarray
+    data_ack: np.ndarray
+    data_ack_ok: np.ndarray
+    is_retrans: np.ndarray
+    is_reinject: np.ndarray
+    owd_ns: np.ndarray
+    owd_ok: np.ndarray
+
+
+def _handshake_part(rows: list[HandshakeRow], ack_bytes: int, rwnd_bytes: dict[str, int], dir_code: dict[str, int],
+                    point_code: dict[str, int]) -> _Part:
     """``snd`` and ``rcv`` rows of each handshake packet; ``rwnd_bytes``: the window each direction's
     packets announce."""
     syn = 0x002
-    out: list[tuple[int, int, str, int, int, int, int, str, int | None]] = []
+    cols: dict[str, list[int]] = {k: [] for k in ("t_ns", "subflow", "dir", "point", "flags", "seq", "ack",
+                                                  "frame_bytes", "rwnd_bytes", "owd_ns")}
     for r in rows:
-        flags = r.tcp_flags
-        is_syn = bool(flags & syn)
-        seq = 0 if is_syn else 1
-        ack = 0 if flags == syn else 1
-        size = ack_bytes + (12 if is_syn else 0)  # SYNs carry MSS, SACK-permitted, window scale
-        out.append((r.t_sent_ns, r.subflow, r.dir, flags, seq, ack, size, "snd", None))
-        out.append((r.t_arrived_ns, r.subflow, r.dir, flags, seq, ack, size, "rcv", r.t_arrived_ns - r.t_sent_ns))
-    cols = list(zip(*out, strict=True))
-    return pl.DataFrame({
-        "t_ns": pl.Series(cols[0], dtype=pl.Int64), "subflow": pl.Series(cols[1], dtype=pl.UInt32),
-        "dir": pl.Series(cols[2], dtype=pl.String), "flags": pl.Series(cols[3], dtype=pl.UInt16),
-        "seq": pl.Series(cols[4], dtype=pl.Int64), "ack": pl.Series(cols[5], dtype=pl.Int64),
-        "frame_bytes": pl.Series(cols[6], dtype=pl.UInt32), "point": pl.Series(cols[7], dtype=pl.String),
-        "owd_ns": pl.Series(cols[8], dtype=pl.Int64),
-    }).with_columns(payload_bytes=pl.lit(0, pl.UInt32), dsn=pl.lit(None, pl.UInt64), is_retrans=pl.lit(False),
-                    is_reinject=pl.lit(False), rwnd_bytes=pl.col("dir").replace_strict(rwnd_bytes).cast(pl.UInt64),
-                    data_ack=pl.lit(None, pl.UInt64))
+        is_syn = bool(r.tcp_flags & syn)
+        for point, t_ns in (("snd", r.t_sent_ns), ("rcv", r.t_arrived_ns)):
+            for k, v in (("t_ns", t_ns), ("subflow", r.subflow), ("dir", dir_code[r.dir]),
+                         ("point", point_code[point]), ("flags", r.tcp_flags), ("seq", 0 if is_syn else 1),
+                         ("ack", 0 if r.tcp_flags == syn else 1),
+                         ("frame_bytes", ack_bytes + (12 if is_syn else 0)),  # MSS, SACK-permitted, wscale
+                         ("rwnd_bytes", rwnd_bytes[r.dir]), ("owd_ns", r.t_arrived_ns - r.t_sent_ns)):
+                cols[k].append(v)
+    a = {k: np.asarray(v, dtype=np.int64) for k, v in cols.items()}
+    n = a["t_ns"].size
+    full, none = np.ones(n, bool), np.zeros(n, np.int64)
+    return _Part(t_ns=a["t_ns"], subflow=a["subflow"], dir=a["dir"], point=a["point"], seq=a["seq"],
+                 ack=a["ack"], flags=a["flags"], payload_bytes=none, frame_bytes=a["frame_bytes"],
+                 rwnd_bytes=a["rwnd_bytes"], rwnd_ok=full, dsn=none, dsn_ok=~full, data_ack=none, data_ack_ok=~full,
+                 is_retrans=~full, is_reinject=~full, owd_ns=a["owd_ns"], owd_ok=a["point"] == point_code["rcv"])
 
 
 def samples(result: ReplayResult) -> pl.DataFrame:

@@ -210,11 +210,33 @@ def input_page(result: dict[str, Any], figures: Sequence[tuple[str, str, Any]]) 
     parts.append(_trust_table(data, made.get("scheduler") or MADE_WITH, made.get("source")))
     parts.append(_metrics_table(data))
     for fig_id, caption, fig in figures:
-        div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"fig-{fig_id}",
-                          config={"displaylogo": False, "responsive": True})
+        div = pio.to_html(_plotly_dict(fig), validate=False, full_html=False, include_plotlyjs=False,
+                          div_id=f"fig-{fig_id}", config={"displaylogo": False, "responsive": True})
         parts.append(f'<div class="fig" id="sec-{fig_id}">{div}<p class="cap">{_e(caption)}</p></div>')
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def _plotly_dict(fig: Any) -> dict[str, Any]:
+    """What ``fig.to_dict()`` gives (the figure's own trace and layout dicts, numpy arrays as plotly's
+    base64 typed arrays), without its deep copy of every list (most of a page's cost): containers
+    are copied only where an array is replaced. Reads the figure's ``_data`` / ``_layout`` (plotly's
+    own storage behind `to_dict`); `tests/test_report_figures.py` holds the page's divs to
+    ``pio.to_html(fig)`` byte for byte."""
+    return {"data": _typed_arrays(fig._data), "layout": _typed_arrays(fig._layout)}
+
+
+def _typed_arrays(obj: Any) -> Any:
+    """plotly's ``convert_to_base64`` (`_plotly_utils.utils`) as a copy: a dict's numpy-array values
+    (not under a skipped key) become typed-array specs; lists and tuples are walked for dicts."""
+    from _plotly_utils.utils import is_homogeneous_array, is_skipped_key, to_typed_array_spec
+
+    if isinstance(obj, dict):
+        return {k: v if is_skipped_key(k) else to_typed_array_spec(v) if is_homogeneous_array(v) else _typed_arrays(v)
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in obj):
+        return type(obj)(_typed_arrays(v) for v in obj)
+    return obj
 
 
 def index_page(rows: Sequence[dict[str, Any]], summary: dict[str, dict[str, int]], metric_labels: dict[str, str],
