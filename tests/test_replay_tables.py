@@ -1,7 +1,8 @@
-"""`workbench.replay.tables.packet_events` (numpy columns, one frame) against the polars formulation it
-replaced (kept here as the oracle, `_polars_packet_events`, as it was at 57a288c): the same rows in the
-same order with the same types and nulls, over random runs (tests/_engines.py `scenarios()`: drops,
-shared bottlenecks, both directions, every workload) and a run that records no packet at all."""
+"""`workbench.replay.tables.packet_events` and `samples` (numpy columns, one frame each) against the
+polars formulation they replaced (kept here as the oracles, `_polars_packet_events` and
+`_polars_samples`, as they were at 57a288c): the same rows in the same order with the same types
+and nulls, over random runs (tests/_engines.py `scenarios()`: drops, shared bottlenecks, both
+directions, every workload) and a run that records no packet at all."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from _engines import Scenario, run, scenarios
 from hypothesis import HealthCheck, given, settings
 from polars.testing import assert_frame_equal
 
-from workbench.capture.schema import PACKET_EVENTS
+from workbench.capture.schema import PACKET_EVENTS, SAMPLES
 from workbench.replay import Finite, PathConfig, ReplayResult, StepSeries, run_replay
 from workbench.replay.recorder import HandshakeRow
-from workbench.replay.tables import packet_events, record_frame
+from workbench.replay.tables import packet_events, record_frame, samples
 from workbench.schedulers import get
 
 _ACK = 0x010
@@ -122,13 +123,41 @@ def _polars_handshake_rows(rows: list[HandshakeRow], ack_bytes: int, rwnd_bytes:
 
 
 
+def _polars_samples(result: ReplayResult) -> pl.DataFrame:
+    rec = result.recorder
+    if rec is None:
+        return pl.DataFrame(schema=SAMPLES)
+    c = record_frame(rec, "samples")
+    if not c.height:
+        return pl.DataFrame(schema=SAMPLES)
+    names = result.path_names
+    df = c.select(
+        "t_ns",
+        kind=pl.when(pl.col("is_periodic")).then(pl.lit("periodic")).otherwise(pl.lit("ack")),
+        conn=pl.lit(0, pl.UInt32),
+        subflow="subflow",
+        cwnd_segments=pl.col("cwnd").cast(pl.Float64),
+        inflight_segments=pl.col("inflight").cast(pl.UInt32),
+        srtt_ns="srtt_ns",
+        snd_queue_bytes=pl.col("queued_bytes").cast(pl.UInt64),
+        snd_buf_bytes=pl.col("snd_buf_bytes").cast(pl.UInt64),
+        rcv_ooo_bytes=pl.col("rcv_ooo_bytes").cast(pl.UInt64),
+        rcv_buf_bytes=pl.col("rcv_ooo_bytes").cast(pl.UInt64),  # the application reads in-order data at once
+    )
+    df = df.with_columns(path=pl.col("subflow").replace_strict(dict(enumerate(names)), return_dtype=pl.String))
+    return df.select([pl.col(c).cast(t) for c, t in SAMPLES.items()]).sort("t_ns", maintain_order=True)
+
+
 @settings(deadline=None, derandomize=True, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(sc=scenarios())
-def test_packet_events_match_the_polars_formulation(sc: Scenario) -> None:
+def test_tables_match_the_polars_formulation(sc: Scenario) -> None:
     r = run(get("minrtt"), sc)
     got = packet_events(r)
     assert dict(got.schema) == PACKET_EVENTS
     assert_frame_equal(got, _polars_packet_events(r), check_exact=True)
+    got_samples = samples(r)
+    assert dict(got_samples.schema) == SAMPLES
+    assert_frame_equal(got_samples, _polars_samples(r), check_exact=True)
 
 
 def test_packet_events_of_runs_with_drops_and_of_an_empty_run() -> None:

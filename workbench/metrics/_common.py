@@ -226,9 +226,8 @@ def nullable_int(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """(valid, values as int64 with 0 where null) of an integer column."""
     if not s.null_count():
         return np.ones(len(s), bool), s.to_numpy().astype(np.int64, copy=False)
-    arr = s.to_arrow()
-    valid = arr.is_valid().to_numpy(zero_copy_only=False)
-    return valid, arr.fill_null(0).to_numpy().astype(np.int64, copy=False)
+    # polars' own kernels: through Arrow (to_arrow, is_valid, fill_null) it took 4x as long
+    return s.is_not_null().to_numpy(), s.fill_null(0).to_numpy().astype(np.int64, copy=False)
 
 
 def payload(df: pl.DataFrame) -> np.ndarray:
@@ -241,20 +240,21 @@ def true_mask(s: pl.Series) -> np.ndarray:
     """Rows where a Boolean column is true (null: no, as in a polars filter)."""
     if not s.null_count():
         return s.to_numpy()
-    return s.to_arrow().fill_null(False).to_numpy(zero_copy_only=False)
+    return s.fill_null(False).to_numpy()
 
 
 def false_mask(s: pl.Series) -> np.ndarray:
     """Rows where a Boolean column is false (null: no, as ``~col`` in a polars filter)."""
     if not s.null_count():
         return ~s.to_numpy()
-    return s.to_arrow().fill_null(True).to_numpy(zero_copy_only=False) == False  # noqa: E712
+    return ~s.fill_null(True).to_numpy()
 
 
 def _enum_codes(s: pl.Series) -> tuple[np.ndarray, list[str]]:
     """An Enum column's physical codes (NaN where null) and its categories."""
-    arr = s.to_arrow()  # a dictionary array: the categories, and each row's index into them
-    return arr.indices.to_numpy(zero_copy_only=False), arr.dictionary.to_pylist()
+    # the physical column is each row's index into the categories (an Arrow dictionary array would
+    # rebuild the categories per call, 15x slower)
+    return s.to_physical().to_numpy(), s.dtype.categories.to_list()  # type: ignore[attr-defined]
 
 
 def mask_eq(s: pl.Series, value: str) -> np.ndarray:

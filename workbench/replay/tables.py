@@ -132,14 +132,11 @@ def packet_events(result: ReplayResult) -> pl.DataFrame:
         return s if ok is None else s.set(pl.Series(~cat(ok)[order]), None)
 
     subflow = cat("subflow")[order].astype(np.int64)
-    names = result.path_names
-    if subflow.size and (subflow.min() < 0 or subflow.max() >= len(names)):
-        raise ValueError(f"a recorded subflow index is not one of the {len(names)} paths")
     return pl.DataFrame([
         pl.Series("t_ns", t_ns[order], pl.Int64),
         pl.Series("conn", np.zeros(t_ns.size, np.uint32), pl.UInt32),
         pl.Series("subflow", subflow, pl.UInt32),
-        pl.Series("path", names, pl.String).gather(subflow),
+        _path_labels(subflow, result.path_names),
         pl.Series("dir", _DIRS, PACKET_EVENTS["dir"]).gather(cat("dir")[order]),
         pl.Series("point", EVENT_POINTS, PACKET_EVENTS["point"]).gather(cat("point")[order]),
         pl.Series("seq", cat("seq")[order].astype(np.int64) & 0xFFFFFFFF, pl.UInt32),
@@ -213,25 +210,43 @@ def _handshake_part(rows: list[HandshakeRow], ack_bytes: int, rwnd_bytes: dict[s
 
 
 def samples(result: ReplayResult) -> pl.DataFrame:
+    """The run's SAMPLES rows in time order (rows at one time in recording order), from numpy columns
+    (see `packet_events`; `tests/test_replay_tables.py` holds it to the polars formulation)."""
     rec = result.recorder
     if rec is None:
         return pl.DataFrame(schema=SAMPLES)
     c = record_frame(rec, "samples")
     if not c.height:
         return pl.DataFrame(schema=SAMPLES)
-    names = result.path_names
-    df = c.select(
-        "t_ns",
-        kind=pl.when(pl.col("is_periodic")).then(pl.lit("periodic")).otherwise(pl.lit("ack")),
-        conn=pl.lit(0, pl.UInt32),
-        subflow="subflow",
-        cwnd_segments=pl.col("cwnd").cast(pl.Float64),
-        inflight_segments=pl.col("inflight").cast(pl.UInt32),
-        srtt_ns="srtt_ns",
-        snd_queue_bytes=pl.col("queued_bytes").cast(pl.UInt64),
-        snd_buf_bytes=pl.col("snd_buf_bytes").cast(pl.UInt64),
-        rcv_ooo_bytes=pl.col("rcv_ooo_bytes").cast(pl.UInt64),
-        rcv_buf_bytes=pl.col("rcv_ooo_bytes").cast(pl.UInt64),  # the application reads in-order data at once
-    )
-    df = df.with_columns(path=pl.col("subflow").replace_strict(dict(enumerate(names)), return_dtype=pl.String))
-    return df.select([pl.col(c).cast(t) for c, t in SAMPLES.items()]).sort("t_ns", maintain_order=True)
+    t_ns = c["t_ns"].to_numpy()
+    # the recorder samples in time order: the stable sort is only a guard
+    order = slice(None) if bool((np.diff(t_ns) >= 0).all()) else np.argsort(t_ns, kind="stable")
+
+    def col(name: str) -> np.ndarray:
+        return c[name].to_numpy()[order]
+
+    subflow = col("subflow").astype(np.int64)
+    kinds: list[str] = SAMPLES["kind"].categories.to_list()  # type: ignore[attr-defined]
+    kind = np.where(col("is_periodic"), kinds.index("periodic"), kinds.index("ack"))
+    rcv_ooo = pl.Series(col("rcv_ooo_bytes"), dtype=pl.UInt64)
+    return pl.DataFrame([
+        pl.Series("t_ns", t_ns[order], pl.Int64),
+        pl.Series("kind", kinds, SAMPLES["kind"]).gather(kind),
+        pl.Series("conn", np.zeros(subflow.size, np.uint32), pl.UInt32),
+        pl.Series("subflow", subflow, pl.UInt32),
+        _path_labels(subflow, result.path_names),
+        pl.Series("cwnd_segments", col("cwnd"), pl.Float64),
+        pl.Series("inflight_segments", col("inflight"), pl.UInt32),
+        pl.Series("srtt_ns", col("srtt_ns"), pl.Int64),
+        pl.Series("snd_queue_bytes", col("queued_bytes"), pl.UInt64),
+        pl.Series("snd_buf_bytes", col("snd_buf_bytes"), pl.UInt64),
+        rcv_ooo.alias("rcv_ooo_bytes"),
+        rcv_ooo.alias("rcv_buf_bytes"),  # the application reads in-order data at once
+    ])
+
+
+def _path_labels(subflow: np.ndarray, names: list[str]) -> pl.Series:
+    """Column ``path``: each row's path name, by subflow index."""
+    if subflow.size and (subflow.min() < 0 or subflow.max() >= len(names)):
+        raise ValueError(f"a recorded subflow index is not one of the {len(names)} paths")
+    return pl.Series("path", names, pl.String).gather(subflow)
