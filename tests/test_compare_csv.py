@@ -247,8 +247,16 @@ def test_report_takes_the_exports_segment_size() -> None:
     # `report` used to fall back to the engine's 1424-byte MSS on every export.
     from workbench.report.pipeline import _capture_stack
 
+    from workbench.capture_experiment import capture_settings
+    from workbench.metrics import summarize
+
     cap = load(group("1529185060"))
+    conn = cap.main_connection
+    summary = summarize(cap.connection(conn), conn=conn)
     notes: list[str] = []
-    stack, _join_ns = _capture_stack(cap, cap.main_connection, "reno", notes)
+    stack, _join_ns = _capture_stack(cap, conn, "reno", notes, summary=summary)
     assert stack.advmss == 1228 and stack.congestion_control == "reno"
     assert not any("model defaults" in n or "engine defaults" in n for n in notes)
+    # the report hands over the observed row it has; read alone, the capture says the same
+    assert capture_settings(cap, conn, summary=summary) == capture_settings(cap, conn)
+    assert capture_settings(cap, conn).mss_bytes == 1228

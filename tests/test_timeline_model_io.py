@@ -63,6 +63,9 @@ def test_views() -> None:
 
 @pytest.mark.parametrize(("change", "msg"), [
     ({"steps": pl.DataFrame({"t_ns": [5, 5]})}, "strictly increasing"),
+    ({"steps": pl.DataFrame({"t_ns": [0, 9, 3]})}, "strictly increasing"),
+    ({"steps": pl.DataFrame({"t_ns": [0, None]})}, "strictly increasing"),
+    ({"steps": pl.DataFrame({"t_ns": [None]}, schema={"t_ns": pl.Int64})}, "strictly increasing"),
     ({"end_ns": 250}, "end_ns"),
     ({"periodic": True, "end_ns": None}, "period"),
     ({"kind": "goodput"}, "kind"),

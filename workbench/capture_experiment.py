@@ -10,6 +10,7 @@ the value falls back to the model's default and a warning says so.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,12 +55,14 @@ class CaptureSettings:
                 "data_dir": "s2c" if self.direction == "down" else "c2s", "rcv_wnd_max_bytes": self.rcv_wnd_max_bytes}
 
 
-def capture_settings(cap: Capture, conn: int) -> CaptureSettings:
-    """Read the connection's settings off the capture (see the module docstring)."""
+def capture_settings(cap: Capture, conn: int, *, summary: Mapping[str, Any] | None = None) -> CaptureSettings:
+    """Read the connection's settings off the capture (see the module docstring). ``summary``: the
+    connection's `workbench.metrics.summarize` when the caller has it already (its data direction
+    and goodput source are read; made here otherwise)."""
     from workbench.metrics import summarize
 
     ev = cap.connection(conn)
-    s = summarize(ev, conn=conn)
+    s = summary if summary is not None else summarize(ev, conn=conn)
     data_dir = s["data_dir"]
     warnings: list[str] = []
     data = ev.filter((pl.col("dir") == data_dir) & (pl.col("payload_bytes") > 0))

@@ -145,11 +145,12 @@ def _input_timelines(spec: JobSpec, *, allow_outside: bool = False) -> tuple[Any
     raise InputError(path, f"cannot take timelines from a {spec.kind} input")
 
 
-def _capture_stack(cap: Any, conn: int, cc: str, notes: list[str]) -> tuple[Any, int]:
-    """(stack, join_after_ns) of a capture's replays (see the module docstring)."""
+def _capture_stack(cap: Any, conn: int, cc: str, notes: list[str], *, summary: dict[str, Any]) -> tuple[Any, int]:
+    """(stack, join_after_ns) of a capture's replays (see the module docstring); ``summary``: the
+    observed connection's metrics row."""
     from workbench.capture_experiment import capture_settings, capture_stack
     try:
-        cs = capture_settings(cap, conn)
+        cs = capture_settings(cap, conn, summary=summary)
     except (InputError, TypeError, ValueError) as e:
         notes.append(f"connection settings not readable from the capture ({_one_line(e)}): model defaults used")
         return capture_stack(None, congestion_control=cc, rcv_buf_bytes=None), 0
@@ -287,7 +288,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
         rows.append(obs)
         fig_sources.append(figures.source_data("observed", "observed", obs_prep, None, settings.max_points))
         direction = "down" if obs.get("data_dir") == "s2c" else "up"  # an upload replays as one
-        stack, join_after_ns = _capture_stack(cap, conn, settings.cc, notes)
+        stack, join_after_ns = _capture_stack(cap, conn, settings.cc, notes, summary=obs)
         try:
             timelines = estimate_timelines(ev)
         except InputError as e:

@@ -210,21 +210,28 @@ class PathTimeline:
             raise ValueError(f"{self.name}: kind must be one of {KINDS}, not {self.kind!r}")
         if steps.height == 0:
             raise ValueError(f"{self.name}: a timeline needs at least one step")
-        t = steps["t_ns"]
-        if t.null_count() or (steps.height > 1 and (t.diff().drop_nulls() <= 0).any()):
+        # every check on the steps in one pass (one query, not a few per quantity: timelines are
+        # made per replay), then judged in order
+        t = pl.col("t_ns")
+        bad = steps.select(
+            t_ns=t.is_null().any() | (t.diff() <= 0).any(), last_t_ns=t.last(),
+            **{f"pair_{q}": (pl.col(q).is_null() != pl.col(f"{q}_src").is_null()).any() for q in QUANTITIES},
+            **{f"neg_{q}": (pl.col(q) < 0).any() for q in QUANTITIES},
+            **{f"above_one_{q}": (pl.col(q) > 1).any() for q in ("loss_down", "loss_up")},
+        ).row(0, named=True)
+        if bad["t_ns"]:
             raise ValueError(f"{self.name}: t_ns must be non-null and strictly increasing")
-        if self.end_ns is not None and self.end_ns <= int(t[-1]):
+        if self.end_ns is not None and self.end_ns <= int(bad["last_t_ns"]):
             raise ValueError(f"{self.name}: end_ns must be after the last step")
         if self.periodic and self.end_ns is None:
             raise ValueError(f"{self.name}: a periodic timeline needs end_ns (its period)")
         for q in QUANTITIES:
-            v, s = steps[q], steps[f"{q}_src"]
-            if (v.is_null() != s.is_null()).any():
+            if bad[f"pair_{q}"]:
                 raise ValueError(f"{self.name}: {q} and {q}_src must be null together")
-            if (v.drop_nulls() < 0).any():
+            if bad[f"neg_{q}"]:
                 raise ValueError(f"{self.name}: {q} must be >= 0")
         for q in ("loss_down", "loss_up"):
-            if (steps[q].drop_nulls() > 1).any():
+            if bad[f"above_one_{q}"]:
                 raise ValueError(f"{self.name}: {q} is a probability, must be <= 1")
         for d in ("down", "up"):
             b, s = getattr(self, f"buffer_{d}_bytes"), getattr(self, f"buffer_{d}_src")
