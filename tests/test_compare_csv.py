@@ -245,10 +245,9 @@ def test_rate_file_units_on_the_command_line(tmp_path: Path) -> None:
 
 def test_report_takes_the_exports_segment_size() -> None:
     # `report` used to fall back to the engine's 1424-byte MSS on every export.
-    from workbench.report.pipeline import _capture_stack
-
     from workbench.capture_experiment import capture_settings
     from workbench.metrics import summarize
+    from workbench.report.pipeline import _capture_stack
 
     cap = load(group("1529185060"))
     conn = cap.main_connection

@@ -407,14 +407,9 @@ def dense_key(*cols: np.ndarray) -> np.ndarray:
     """One int64 code per distinct combination of the columns' values (codes in sorted order)."""
     if len(cols) == 1 or all((c == c[0]).all() for c in cols[:-1] if len(c)):
         return dense_codes(cols[-1])
-    order = np.lexsort(cols[::-1])
-    new = np.zeros(len(order), bool)
-    new[0] = True
-    for c in cols:
-        sc = c[order]
-        new[1:] |= sc[1:] != sc[:-1]
+    order, run = _sorted_runs(cols)
     out = np.empty(len(order), np.int64)
-    out[order] = np.cumsum(new) - 1
+    out[order] = run
     return out
 
 
@@ -422,16 +417,22 @@ def run_lengths(*cols: np.ndarray) -> np.ndarray:
     """Per row, how many rows share its values in every column."""
     if not len(cols[0]):
         return np.zeros(0, np.int64)
+    order, run = _sorted_runs(cols)
+    out = np.empty(len(order), np.int64)
+    out[order] = np.bincount(run)[run]
+    return out
+
+
+def _sorted_runs(cols: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows sorted by the columns, first column first; in that order, each row's run: 0, 1, ...
+    for each new combination of values). Needs at least one row."""
     order = np.lexsort(cols[::-1])
     new = np.zeros(len(order), bool)
     new[0] = True
     for c in cols:
         sc = c[order]
         new[1:] |= sc[1:] != sc[:-1]
-    run = np.cumsum(new) - 1
-    out = np.empty(len(order), np.int64)
-    out[order] = np.bincount(run)[run]
-    return out
+    return order, np.cumsum(new) - 1
 
 
 def over_scalar(x: np.ndarray, d: float) -> np.ndarray:

@@ -219,8 +219,8 @@ def input_page(result: dict[str, Any], figures: Sequence[tuple[str, str, Any]]) 
 
 def _plotly_dict(fig: Any) -> dict[str, Any]:
     """What ``fig.to_dict()`` gives (the figure's own trace and layout dicts, numpy arrays as plotly's
-    base64 typed arrays), without its deep copy of every list (most of a page's cost): containers
-    are copied only where an array is replaced. Reads the figure's ``_data`` / ``_layout`` (plotly's
+    base64 typed arrays), without its deep copy of every list (most of a page's cost): dicts are
+    copied, lists of plain values (the long ones) shared, and the figure is left as it was. Reads the figure's ``_data`` / ``_layout`` (plotly's
     own storage behind `to_dict`); `tests/test_report_figures.py` holds the page's divs to
     ``pio.to_html(fig)`` byte for byte."""
     return {"data": _typed_arrays(fig._data), "layout": _typed_arrays(fig._layout)}
