@@ -106,9 +106,9 @@ def postgres() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _scenario(path: Path, slow_owd_ms: float) -> Path:
+def _scenario(path: Path, slow_owd_ms: float, duration_s: float = 1.0) -> Path:
     path.write_text(json.dumps({
-        "duration_s": 1.0, "seed": 0, "workload": "bulk",
+        "duration_s": duration_s, "seed": 0, "workload": "bulk",
         "paths": [{"name": "wifi", "rate_mbps": 30, "owd_ms": 10, "buffer_packets": 50},
                   {"name": "lte", "rate_mbps": 10, "owd_ms": slow_owd_ms, "buffer_packets": 300}]}))
     return path
@@ -133,7 +133,9 @@ FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_two_workers_sigkill_one_mid_trial_and_restart(postgres: str, tmp_path: Path) -> None:
-    inputs = [_scenario(tmp_path / "a.json", 60), _scenario(tmp_path / "b.json", 90)]
+    # 8 s replays: a trial lasts long enough for both workers to be seen mid-trial (with 1 s ones a
+    # worker could finish the whole study between two looks)
+    inputs = [_scenario(tmp_path / "a.json", 60, 8.0), _scenario(tmp_path / "b.json", 90, 8.0)]
     n, study = 14, "pg-shared"
     # Heartbeat 0.5 s: a dead worker's running trial is stale after 2 s.
     args = [_args(inputs, tmp_path / f"out{k}", postgres, study, n, "--heartbeat", "0.5") for k in range(3)]
