@@ -5,6 +5,7 @@ polars formulations they replaced, kept here verbatim as oracles, on random tabl
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_metrics_fast_common import (
@@ -66,18 +67,13 @@ def old_free_cwnd_series(samples: pl.DataFrame, conn: int | None = None) -> pl.D
 
 
 def old_burstiness(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
-    """STMS burstiness of the fast subflow per connection: columns conn, subflow, path, n_acks,
-    free_cwnd_mean_segments, free_cwnd_peak_segments. Empty without ACK samples."""
-    return (
-        old_free_cwnd_series(samples, conn)
-        .group_by("conn", "subflow", "path")
-        .agg(
-            pl.len().cast(pl.Int64).alias("n_acks"),
-            pl.col("free_cwnd_segments").mean().alias("free_cwnd_mean_segments"),
-            pl.col("free_cwnd_segments").max().alias("free_cwnd_peak_segments"),
-        )
-        .sort("conn")
-    )
+    """`burstiness` itself (a polars group-by, not rewritten) over the polars formulation of
+    `free_cwnd_series`."""
+    import workbench.metrics.burst as burst_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(burst_module, "free_cwnd_series", old_free_cwnd_series)
+        return burstiness(samples, conn)
 
 
 def old_send_bursts(events: pl.DataFrame, conn: int | None = None, *,

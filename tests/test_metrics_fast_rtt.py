@@ -23,18 +23,7 @@ _VANTAGE = (
 
 
 def old_rtt_seq_ack(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
-    """RTT samples from sequence/ACK numbers at the data sender, with Karn's rule.
-
-    Uses the sender's vantage: data-direction segments it sends (``point == "snd"``, payload > 0) and
-    ACKs it receives (opposite direction, ``point == "rcv"``, ACK flag). For each segment
-    [seq, seq + len) on a subflow that is not a retransmission and whose bytes were never
-    retransmitted on that subflow (no ``is_retrans`` segment overlaps it), rtt = time of the first ACK
-    with ack >= seq + len observed after the send − send time. It covers sender → receiver → sender,
-    including the receiver's delayed-ACK time. Needs the sender side (capture at the sender, pair,
-    replay); empty otherwise.
-    Columns: conn, subflow, path, vantage ("client" or "server", the sender), method ("seq"), t_ns
-    (the ACK), rtt_ns.
-    """
+    """`rtt_seq_ack` as polars expressions (see its docstring for the definition)."""
     check_columns(events, ["t_ns", "conn", "subflow", "path", "dir", "point", "seq", "ack", "flags",
                            "payload_bytes", "is_retrans"])
     ev = old_with_data_dir(select_conn(events, conn)).with_columns(_VANTAGE.alias("vantage"))

@@ -5,9 +5,6 @@ and replays, where every rewritten function is compared too."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-
 import polars as pl
 import pytest
 from _paths import REPO
@@ -33,39 +30,29 @@ from test_metrics_fast_throughput import (
 
 from workbench.errors import InputError
 from workbench.metrics import (
+    Prepared,
     Summary,
-    burst_summary,
     burstiness,
     fast_subflows,
     free_cwnd_series,
-    main_connection,
     prepare,
-    rtt_summary,
     send_bursts,
     summarize,
     summarize_prepared,
 )
-from workbench.metrics._common import select_conn
-from workbench.metrics.buffers import buffer_summary
 from workbench.metrics.rtt import (
     _RTT_SCHEMA,
     best_rtt_samples,
-    owd_summary,
     rtt_handshake,
     rtt_seq_ack,
     rtt_timestamps,
 )
 from workbench.metrics.throughput import (
     app_delay_from_segments,
-    goodput_from_data_acks,
     path_stats,
 )
 
-# ---- `summarize` composed of the polars formulations (verbatim but for names) ------------------------
-
-
-def _f(x: object) -> float | None:
-    return None if x is None else float(x)  # type: ignore[arg-type]
+# ---- `summarize` composed of the polars formulations -------------------------------------------------
 
 
 def old_best_rtt_samples(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
@@ -76,106 +63,45 @@ def old_best_rtt_samples(events: pl.DataFrame, conn: int | None = None) -> pl.Da
     return pl.DataFrame(schema=_RTT_SCHEMA)
 
 
-@dataclass(frozen=True)
-class OldPrepared:
-    conn: int
-    events: pl.DataFrame
-    segments: pl.DataFrame
-    start: pl.DataFrame
+def _with_polars_formulations(**old: object) -> pytest.MonkeyPatch:
+    """A monkeypatch context in which `workbench.metrics.summary` calls the given polars formulations
+    (by the names it imports) in place of the numpy rewrites."""
+    import workbench.metrics.summary as summary_module
 
-    @cached_property
-    def firsts(self) -> pl.DataFrame:
-        return self.segments.filter(~pl.col("is_duplicate"))
-
-    @cached_property
-    def ooo_queue(self) -> pl.DataFrame:
-        return old_queue_from_segments(self.firsts)
+    mp = pytest.MonkeyPatch()
+    for name, fn in old.items():
+        mp.setattr(summary_module, name, fn)
+    return mp
 
 
-def old_prepare(events: pl.DataFrame, conn: int | None = None) -> OldPrepared:
-    if conn is None:
-        conn = main_connection(events)
-    ev = old_with_data_dir(select_conn(events, conn))
-    if ev.height == 0:
-        raise InputError(None, f"no packet events for connection {conn}")
-    return OldPrepared(conn, ev, old_segments_all(ev), old_start_times(ev))
+def old_prepare(events: pl.DataFrame, conn: int | None = None) -> Prepared:
+    """`prepare` itself over the polars formulations of the steps it calls."""
+    mp = _with_polars_formulations(with_data_dir=old_with_data_dir, _segments_all=old_segments_all,
+                                   start_times=old_start_times, queue_from_segments=old_queue_from_segments)
+    try:
+        prep = prepare(events, conn)
+        prep.ooo_queue  # noqa: B018 - made (and cached) while the polars formulation is in place
+        return prep
+    finally:
+        mp.undo()
 
 
-def old_summarize_prepared(prep: OldPrepared, samples: pl.DataFrame | None = None) -> Summary:
-    conn, ev, seg_all = prep.conn, prep.events, prep.segments
-    out: Summary = {"conn": conn, "data_dir": str(old_data_directions(ev)["data_dir"][0])}
+def old_summarize_prepared(prep: Prepared, samples: pl.DataFrame | None = None) -> Summary:
+    """`summarize_prepared` itself (it only picks and renames) with every metric it calls that was
+    rewritten in numpy swapped for its polars formulation."""
 
-    seg = prep.firsts
-    gp = old_goodput_from_segments(ev, seg, prep.start)
-    out["goodput_source"] = "receiver" if gp.height else None
-    if not gp.height and "data_ack" in ev.columns and "dsn" in ev.columns:
-        gp = goodput_from_data_acks(ev)  # the sender's capture alone
-        out["goodput_source"] = "data_ack" if gp.height else None
-    g = gp.row(0, named=True) if gp.height else {}
-    out["goodput_mbps"] = _f(g["goodput_bps"]) / 1e6 if g.get("goodput_bps") is not None else None
-    out["delivered_bytes"] = g.get("bytes")
-    out["completion_s"] = _f(g.get("completion_s"))
-    out["undelivered_bytes"] = g.get("undelivered_bytes")
+    def old_app_delay(ev: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
+        # the polars formulation was handed only the segments that ever became deliverable
+        return old_app_delay_from_segments(ev, seg.filter(pl.col("t_deliverable_ns").is_not_null()))
 
-    oo = old_summarize_segments(seg_all)
-    o = oo.row(0, named=True) if oo.height else {}
-    out["ooo_n"] = o.get("n_segments")
-    for stat in ("mean", "p50", "p95", "p99", "max"):
-        out[f"ooo_{stat}_ms"] = _f(o.get(f"ooo_delay_{stat}_ms"))
-    out["ooo_fraction"] = _f(o.get("ooo_fraction"))
-    out["duplicates"] = o.get("n_duplicates")
-    out["undeliverable"] = o.get("n_undeliverable")
-    q = prep.ooo_queue
-    out["ooo_queue_max_bytes"] = int(q["ooo_bytes"].max()) if q.height else None  # type: ignore[arg-type]
-
-    ad = old_app_delay_from_segments(ev, seg.filter(pl.col("t_deliverable_ns").is_not_null()))
-    a_ms = ad["app_delay_ns"].cast(pl.Float64) / 1e6
-    out["app_delay_mean_ms"] = _f(a_ms.mean()) if ad.height else None
-    out["app_delay_p95_ms"] = _f(a_ms.quantile(0.95, "linear")) if ad.height else None
-    out["app_delay_max_ms"] = _f(a_ms.max()) if ad.height else None
-
-    ps = old_path_stats(ev)
-    out["retrans"] = int(ps["retrans"].sum()) if ps.height else None
-    out["reinjections"] = int(ps["reinjections"].sum()) if ps.height else None
-    # Share of the data-direction bytes that were redundant (retransmitted or reinjected copies).
-    out["redundant_fraction"] = (1.0 - ps["unique_bytes"].sum() / ps["bytes"].sum()
-                                 if ps.height and ps["bytes"].sum() > 0 else None)
-    for p in ps.iter_rows(named=True):
-        name = p["path"]
-        out[f"bytes_{name}"] = p["bytes"]
-        out[f"share_{name}"] = _f(p["share"])
-        out[f"throughput_mbps_{name}"] = _f(p["throughput_bps"]) / 1e6 if p["throughput_bps"] is not None else None
-        out[f"retrans_{name}"] = p["retrans"]
-        out[f"reinjections_{name}"] = p["reinjections"]
-
-    rs = old_best_rtt_samples(ev)
-    method = rs["method"][0] if rs.height else None
-    out["rtt_method"] = method
-    if method is not None:
-        for r in rtt_summary(rs, by=("path",)).iter_rows(named=True):
-            for stat in ("min", "p50", "mean", "p95"):
-                out[f"rtt_{stat}_ms_{r['path']}"] = _f(r[f"rtt_{stat}_ms"])
-
-    for r in owd_summary(ev).iter_rows(named=True):
-        out[f"owd_p50_ms_{r['path']}_{r['dir']}"] = _f(r["owd_p50_ms"])
-        out[f"owd_p95_ms_{r['path']}_{r['dir']}"] = _f(r["owd_p95_ms"])
-
-    bs = burst_summary(old_send_bursts(ev), by=("conn",))
-    b = bs.row(0, named=True) if bs.height else {}
-    out["burst_segments_mean"] = _f(b.get("burst_segments_mean"))
-    out["burst_segments_p95"] = _f(b.get("burst_segments_p95"))
-    out["burst_segments_max"] = b.get("burst_segments_max")
-
-    bu = old_burstiness(samples, conn) if samples is not None and samples.height else None
-    c = bu.row(0, named=True) if bu is not None and bu.height else {}
-    out["free_cwnd_mean_segments"] = _f(c.get("free_cwnd_mean_segments"))
-    out["free_cwnd_peak_segments"] = _f(c.get("free_cwnd_peak_segments"))
-    out["fast_path"] = c.get("path")
-    bf = buffer_summary(samples, conn) if samples is not None and samples.height else None
-    f = bf.row(0, named=True) if bf is not None and bf.height else {}
-    for k in ("snd_buf_max_bytes", "rcv_buf_max_bytes", "rcv_ooo_max_bytes"):
-        out[k] = f.get(k)
-    return out
+    mp = _with_polars_formulations(
+        data_directions=old_data_directions, goodput_from_segments=old_goodput_from_segments,
+        summarize_segments=old_summarize_segments, app_delay_from_segments=old_app_delay, path_stats=old_path_stats,
+        best_rtt_samples=old_best_rtt_samples, send_bursts=old_send_bursts, burstiness=old_burstiness)
+    try:
+        return summarize_prepared(prep, samples)
+    finally:
+        mp.undo()
 
 
 # ---- tests ---------------------------------------------------------------------------------------------

@@ -87,19 +87,7 @@ def old_app_delay_from_segments(ev: pl.DataFrame, seg: pl.DataFrame) -> pl.DataF
 
 
 def old_path_stats(events: pl.DataFrame, conn: int | None = None, *, point: str | None = None) -> pl.DataFrame:
-    """Per-path accounting of the data direction, per connection.
-
-    Rows counted: data-direction segments with payload, at one observation point: ``point`` if given,
-    else per connection "snd" when the sender side was observed (what the scheduler put on each path),
-    else "rcv" (a receiver-only capture).
-
-    Columns: conn, path, n_subflows, point, segments, bytes (payload incl. retransmissions and
-    reinjections), unique_bytes (payload of segments that are neither ``is_retrans`` nor
-    ``is_reinject``), retrans (count of ``is_retrans`` segments), reinjections (count of
-    ``is_reinject``), retrans_bytes, reinject_bytes, t_first_ns, t_last_ns, throughput_bps (bytes * 8
-    over the path's active period t_first..t_last; null if that is 0), share (bytes / connection
-    bytes), unique_share (unique_bytes / connection unique_bytes).
-    """
+    """`path_stats` as polars expressions (see its docstring for the columns)."""
     check_columns(events, ["t_ns", "conn", "subflow", "path", "dir", "point", "payload_bytes",
                            "is_retrans", "is_reinject"])
     ev = old_with_data_dir(select_conn(events, conn)).filter(

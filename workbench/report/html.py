@@ -220,23 +220,22 @@ def input_page(result: dict[str, Any], figures: Sequence[tuple[str, str, Any]]) 
 def _plotly_dict(fig: Any) -> dict[str, Any]:
     """What ``fig.to_dict()`` gives (the figure's own trace and layout dicts, numpy arrays as plotly's
     base64 typed arrays), without its deep copy of every list (most of a page's cost): dicts are
-    copied, lists of plain values (the long ones) shared, and the figure is left as it was. Reads the figure's ``_data`` / ``_layout`` (plotly's
-    own storage behind `to_dict`); `tests/test_report_figures.py` holds the page's divs to
-    ``pio.to_html(fig)`` byte for byte."""
-    return {"data": _typed_arrays(fig._data), "layout": _typed_arrays(fig._layout)}
-
-
-def _typed_arrays(obj: Any) -> Any:
-    """plotly's ``convert_to_base64`` (`_plotly_utils.utils`) as a copy: a dict's numpy-array values
-    (not under a skipped key) become typed-array specs; lists and tuples are walked for dicts."""
+    copied, lists of plain values (the long ones) shared, and the figure is left as it was. Reads
+    the figure's ``_data`` / ``_layout`` (plotly's own storage behind `to_dict`);
+    `tests/test_report_figures.py` holds the page's divs to ``pio.to_html(fig)`` byte for byte."""
     from _plotly_utils.utils import is_homogeneous_array, is_skipped_key, to_typed_array_spec
 
-    if isinstance(obj, dict):
-        return {k: v if is_skipped_key(k) else to_typed_array_spec(v) if is_homogeneous_array(v) else _typed_arrays(v)
-                for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in obj):
-        return type(obj)(_typed_arrays(v) for v in obj)
-    return obj
+    def typed(obj: Any) -> Any:
+        """plotly's ``convert_to_base64`` as a copy: a dict's numpy-array values (not under a skipped
+        key) become typed-array specs; lists and tuples are walked for dicts."""
+        if isinstance(obj, dict):
+            return {k: v if is_skipped_key(k) else to_typed_array_spec(v) if is_homogeneous_array(v) else typed(v)
+                    for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in obj):
+            return type(obj)(typed(v) for v in obj)
+        return obj
+
+    return {"data": typed(fig._data), "layout": typed(fig._layout)}
 
 
 def index_page(rows: Sequence[dict[str, Any]], summary: dict[str, dict[str, int]], metric_labels: dict[str, str],
