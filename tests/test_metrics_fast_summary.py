@@ -25,6 +25,7 @@ from test_metrics_fast_common import (
 )
 from test_metrics_fast_ooo import old_queue_from_segments, old_segments_all, old_summarize_segments
 from test_metrics_fast_rtt import old_rtt_seq_ack
+from test_metrics_fast_series import old_buffer_series, old_buffer_summary
 from test_metrics_fast_throughput import (
     old_app_delay_from_segments,
     old_goodput_from_segments,
@@ -46,7 +47,7 @@ from workbench.metrics import (
     summarize_prepared,
 )
 from workbench.metrics._common import select_conn
-from workbench.metrics.buffers import buffer_summary
+from workbench.metrics.buffers import buffer_series, buffer_summary
 from workbench.metrics.rtt import (
     _RTT_SCHEMA,
     best_rtt_samples,
@@ -171,7 +172,7 @@ def old_summarize_prepared(prep: OldPrepared, samples: pl.DataFrame | None = Non
     out["free_cwnd_mean_segments"] = _f(c.get("free_cwnd_mean_segments"))
     out["free_cwnd_peak_segments"] = _f(c.get("free_cwnd_peak_segments"))
     out["fast_path"] = c.get("path")
-    bf = buffer_summary(samples, conn) if samples is not None and samples.height else None
+    bf = old_buffer_summary(samples, conn) if samples is not None and samples.height else None
     f = bf.row(0, named=True) if bf is not None and bf.height else {}
     for k in ("snd_buf_max_bytes", "rcv_buf_max_bytes", "rcv_ooo_max_bytes"):
         out[k] = f.get(k)
@@ -209,6 +210,8 @@ def _same_everywhere(events: pl.DataFrame, samples: pl.DataFrame | None, conn: i
         assert_same_frame(fast_subflows(samples, prep.conn), old_fast_subflows(samples, prep.conn))
         assert_same_frame(free_cwnd_series(samples, prep.conn), old_free_cwnd_series(samples, prep.conn))
         assert_same_frame(burstiness(samples, prep.conn), old_burstiness(samples, prep.conn))
+        assert_same_frame(buffer_series(samples, prep.conn), old_buffer_series(samples, prep.conn))
+        assert_same_frame(buffer_summary(samples, prep.conn), old_buffer_summary(samples, prep.conn))
 
 
 @settings(max_examples=100, deadline=None)
