@@ -22,6 +22,7 @@ from test_metrics_fast_common import (
 )
 from test_metrics_fast_ooo import old_queue_from_segments, old_segments_all, old_summarize_segments
 from test_metrics_fast_rtt import old_rtt_seq_ack
+from test_metrics_fast_series import old_buffer_series, old_buffer_summary
 from test_metrics_fast_throughput import (
     old_app_delay_from_segments,
     old_goodput_from_segments,
@@ -40,6 +41,7 @@ from workbench.metrics import (
     summarize,
     summarize_prepared,
 )
+from workbench.metrics.buffers import buffer_series, buffer_summary
 from workbench.metrics.rtt import (
     _RTT_SCHEMA,
     best_rtt_samples,
@@ -97,7 +99,8 @@ def old_summarize_prepared(prep: Prepared, samples: pl.DataFrame | None = None) 
     mp = _with_polars_formulations(
         data_directions=old_data_directions, goodput_from_segments=old_goodput_from_segments,
         summarize_segments=old_summarize_segments, app_delay_from_segments=old_app_delay, path_stats=old_path_stats,
-        best_rtt_samples=old_best_rtt_samples, send_bursts=old_send_bursts, burstiness=old_burstiness)
+        best_rtt_samples=old_best_rtt_samples, send_bursts=old_send_bursts, burstiness=old_burstiness,
+        buffer_summary=old_buffer_summary)
     try:
         return summarize_prepared(prep, samples)
     finally:
@@ -135,6 +138,8 @@ def _same_everywhere(events: pl.DataFrame, samples: pl.DataFrame | None, conn: i
         assert_same_frame(fast_subflows(samples, prep.conn), old_fast_subflows(samples, prep.conn))
         assert_same_frame(free_cwnd_series(samples, prep.conn), old_free_cwnd_series(samples, prep.conn))
         assert_same_frame(burstiness(samples, prep.conn), old_burstiness(samples, prep.conn))
+        assert_same_frame(buffer_series(samples, prep.conn), old_buffer_series(samples, prep.conn))
+        assert_same_frame(buffer_summary(samples, prep.conn), old_buffer_summary(samples, prep.conn))
 
 
 @settings(max_examples=100, deadline=None)

@@ -345,15 +345,16 @@ def group_min(groups: Groups, values: np.ndarray, mask: np.ndarray) -> np.ma.Mas
 
 
 def polars_sort_order(keys: dict[str, tuple[np.ndarray, pl.DataType]], *,
-                      ties_only_through: np.ndarray | None = None) -> np.ndarray:
+                      ties_only_through: np.ndarray | tuple[np.ndarray, ...] | None = None) -> np.ndarray:
     """The row order ``DataFrame.sort(*keys)`` gives a table with these key columns (no nulls).
 
     Polars' multi-column sort is not stable: rows equal in every key come out in an order of its own,
     which later float sums (a mean over rows in table order) can depend on. Where no two rows share
     all keys every correct sort agrees, and numpy's is used; otherwise polars sorts the key columns
     (with their dtypes and in this order: its permutation depends on nothing else). When the caller
-    knows the order of tied rows only matters through one column (``ties_only_through``, codes) and
-    that column is equal within every run of tied rows, numpy's order does as well."""
+    knows the order of tied rows only matters through some columns (``ties_only_through``: one array
+    or a tuple of them, codes or values) and they are equal within every run of tied rows, numpy's
+    order does as well."""
     cols = [v for v, _ in keys.values()]
     n = len(cols[0])
     order = np.lexsort(cols[::-1])
@@ -364,8 +365,8 @@ def polars_sort_order(keys: dict[str, tuple[np.ndarray, pl.DataType]], *,
             tied &= sc[1:] == sc[:-1]
         if tied.any():
             if ties_only_through is not None:
-                v = ties_only_through[order]
-                if (v[1:][tied] == v[:-1][tied]).all():
+                through = ties_only_through if isinstance(ties_only_through, tuple) else (ties_only_through,)
+                if all((v[order][1:][tied] == v[order][:-1][tied]).all() for v in through):
                     return order
             frame = pl.DataFrame([pl.Series(k, v, dt) for k, (v, dt) in keys.items()]).with_row_index("_i")
             return frame.sort(*keys)["_i"].to_numpy().astype(np.int64)

@@ -5,9 +5,10 @@ use `ooo.ooo_queue_series`, which derives it from PacketEvents.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from workbench.metrics._common import check_columns, select_conn
+from workbench.metrics._common import check_columns, int_array, mask_eq, nullable_int, polars_sort_order
 
 __all__ = ["buffer_series", "buffer_summary"]
 
@@ -18,16 +19,32 @@ def buffer_series(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFram
     """Connection-level buffer occupancy per sample time: columns conn, t_ns, snd_buf_bytes,
     rcv_buf_bytes, rcv_ooo_bytes. The SAMPLES table repeats connection-level columns on every subflow
     row, so one row per (conn, t_ns) is kept. Periodic samples are used when there are any (evenly
-    spaced in time, so means are time averages), else every sample."""
+    spaced in time, so means are time averages), else every sample.
+
+    In numpy: the rows sorted by (conn, t_ns), the first of each run of equal keys. The polars
+    formulation it replaced (a filter, a sort and a group-by, for every source of a report) is the
+    oracle in tests/test_metrics_fast_series.py."""
     check_columns(samples, ["t_ns", "kind", "conn", *_CONN_LEVEL], what="Samples")
-    sm = select_conn(samples, conn)
-    periodic = sm.filter(pl.col("kind") == "periodic")
-    use = periodic if periodic.height else sm
-    return (
-        use.sort("conn", "t_ns")
-        .group_by("conn", "t_ns", maintain_order=True)
-        .agg(*[pl.col(c).first() for c in _CONN_LEVEL])
-    )
+    conn_all = samples["conn"].to_numpy()
+    mine = np.ones(samples.height, bool) if conn is None else conn_all == conn
+    periodic = mine & mask_eq(samples["kind"], "periodic")
+    rows = np.flatnonzero(periodic if periodic.any() else mine)
+    c, t_ns = conn_all[rows], int_array(samples["t_ns"])[rows]
+    # The first of each (conn, t_ns) is the first in the order polars' (unstable) sort gives; which of
+    # tied rows that is only matters when their buffer values differ, which they do not in a replay's
+    # Samples (connection-level values repeated on every subflow's row).
+    values = tuple(a[rows] for col in _CONN_LEVEL for a in nullable_int(samples[col]))
+    order = polars_sort_order({"conn": (c, samples["conn"].dtype), "t_ns": (t_ns, samples["t_ns"].dtype)},
+                              ties_only_through=values)
+    rows, c, t_ns = rows[order], c[order], t_ns[order]
+    new = np.ones(len(rows), bool)
+    new[1:] = (c[1:] != c[:-1]) | (t_ns[1:] != t_ns[:-1])
+    first = rows[new]
+    return pl.DataFrame([
+        pl.Series("conn", c[new], samples["conn"].dtype).set_sorted(),  # sorted by it: flagged, as polars does
+        pl.Series("t_ns", t_ns[new], samples["t_ns"].dtype),
+        *(samples[col][first] for col in _CONN_LEVEL),
+    ])
 
 
 def buffer_summary(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:

@@ -22,8 +22,12 @@ import polars as pl
 from workbench.metrics._common import (
     check_columns,
     codes,
+    dense_key,
     int_array,
     mask_eq,
+    masked_series,
+    nullable_int,
+    over_scalar,
     payload,
     polars_sort_order,
     select_conn,
@@ -53,42 +57,75 @@ def _ack_rows(samples: pl.DataFrame, conn: int | None) -> np.ndarray:
     return np.flatnonzero(ack)
 
 
+def _fast(samples: pl.DataFrame, acks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`fast_subflows` of the ACK samples at positions ``acks``, as arrays: per connection (in conn
+    order) the position of the fast subflow's first ACK sample with an srtt, and its srtt_p50_ms."""
+    has_srtt, srtt_ns = nullable_int(samples["srtt_ns"])
+    rows = acks[has_srtt[acks]]
+    c, sf = samples["conn"].to_numpy()[rows], samples["subflow"].to_numpy()[rows]
+    group = dense_key(c, sf)  # per (conn, subflow), numbered in that order
+    k = int(group.max()) + 1 if len(group) else 0
+    # Per group, the median of srtt as polars' group-by computes it over the Float64 values: the
+    # "linear" 0.5-quantile of the sorted values, lower + 0.5 * (upper - lower) between the two middle
+    # ones (not their mean, which can round differently).
+    srtt = srtt_ns[rows].astype(np.float64)
+    n = np.bincount(group, minlength=k)
+    by_group = np.split(srtt[np.argsort(group, kind="stable")], np.cumsum(n)[:-1]) if k > 1 else [srtt][:k]
+    middle = [np.partition(v, ((len(v) - 1) // 2, len(v) // 2)) for v in by_group]  # the two middle values
+    lower = np.array([v[(len(v) - 1) // 2] for v in middle], np.float64)
+    upper = np.array([v[len(v) // 2] for v in middle], np.float64)
+    median = np.where(lower == upper, lower, 0.5 * (upper - lower) + lower)
+    # / 1e6 on the aggregated column: as polars divides a column by a number (`over_scalar`).
+    srtt_p50_ms = over_scalar(median, 1e6)
+    first = np.full(k, len(rows), np.int64)  # the group's first row: its path
+    np.minimum.at(first, group, np.arange(len(rows)))
+    # Per connection the first by (srtt_p50_ms, subflow).
+    g_conn, g_sf = c[first], sf[first]
+    order = np.lexsort((g_sf, srtt_p50_ms, g_conn))
+    best = order[np.r_[True, g_conn[order][1:] != g_conn[order][:-1]]] if k else order
+    return rows[first[best]], srtt_p50_ms[best]
+
+
 def fast_subflows(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     """Per connection, the fast subflow: lowest median srtt over its ACK samples (ties: lowest
-    subflow index). Columns: conn, subflow, path, srtt_p50_ms."""
-    rows = _ack_rows(samples, conn)
-    with_srtt = np.zeros(samples.height, bool)
-    with_srtt[rows] = True
-    with_srtt &= samples["srtt_ns"].is_not_null().to_numpy()
-    per = (
-        samples.filter(pl.Series(with_srtt))
-        .group_by("conn", "subflow")
-        .agg(pl.col("path").first(), (pl.col("srtt_ns").cast(pl.Float64).median() / 1e6).alias("srtt_p50_ms"))
-    )
-    # Per connection the first by (srtt_p50_ms, subflow).
-    c = per["conn"].to_numpy()
-    order = np.lexsort((per["subflow"].to_numpy(), per["srtt_p50_ms"].to_numpy(), c))
-    first = order[np.r_[True, c[order][1:] != c[order][:-1]]] if len(order) else order
-    out = per[first]
-    return pl.DataFrame([out["conn"].set_sorted(), *out[:, 1:]])  # sorted by it: flagged, as polars does
+    subflow index). Columns: conn, subflow, path, srtt_p50_ms.
+
+    In numpy, the median as polars' group-by computes it; the polars formulation it replaced, a
+    group-by and two sorts, is the oracle in tests/test_metrics_fast_burst.py (as is
+    `free_cwnd_series`'s)."""
+    at, srtt_p50_ms = _fast(samples, _ack_rows(samples, conn))
+    out = samples.select("conn", "subflow", "path")[at]
+    return pl.DataFrame([out["conn"].set_sorted(), out["subflow"], out["path"],  # sorted by conn: flagged
+                         pl.Series("srtt_p50_ms", srtt_p50_ms, pl.Float64)])
+
+
+def _floats(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(valid, values as float64 with 0 where null) of a float column."""
+    if not s.null_count():
+        return np.ones(len(s), bool), s.to_numpy().astype(np.float64, copy=False)
+    return s.is_not_null().to_numpy(), s.fill_null(0.0).to_numpy().astype(np.float64, copy=False)
 
 
 def free_cwnd_series(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     """Free cwnd of the fast subflow at each ACK it receives: columns conn, subflow, path, t_ns,
     free_cwnd_segments (= max(cwnd_segments − inflight_segments, 0))."""
-    fast = fast_subflows(samples, conn)
     rows = _ack_rows(samples, conn)
-    c, sf = samples["conn"].to_numpy()[rows], samples["subflow"].to_numpy()[rows]
+    fast_at, _ = _fast(samples, rows)
+    conn_all, sf_all = samples["conn"].to_numpy(), samples["subflow"].to_numpy()
+    c, sf = conn_all[rows], sf_all[rows]
     on_fast = np.zeros(len(rows), bool)
-    for fc, fs in zip(fast["conn"].to_list(), fast["subflow"].to_list(), strict=True):
+    for fc, fs in zip(conn_all[fast_at], sf_all[fast_at], strict=True):
         on_fast |= (c == fc) & (sf == fs)
     rows = rows[on_fast]
     rows = rows[polars_sort_order({"conn": (c[on_fast], samples["conn"].dtype),
                                    "t_ns": (int_array(samples["t_ns"])[rows], samples["t_ns"].dtype)})]
-    sub = samples[rows]
-    free = (sub["cwnd_segments"] - sub["inflight_segments"].cast(pl.Float64)).clip(lower_bound=0.0)
+    sub = samples.select("conn", "subflow", "path", "t_ns")[rows]
+    has_cwnd, cwnd = _floats(samples["cwnd_segments"])
+    has_inflight, inflight = nullable_int(samples["inflight_segments"])
+    free = cwnd[rows] - inflight[rows].astype(np.float64)
+    free = np.where(free < 0.0, 0.0, free)  # polars' clip: NaN and -0.0 stay
     return pl.DataFrame([sub["conn"].set_sorted(), sub["subflow"], sub["path"], sub["t_ns"],
-                         free.alias("free_cwnd_segments")])
+                         masked_series("free_cwnd_segments", free, ~(has_cwnd & has_inflight)[rows], pl.Float64)])
 
 
 def burstiness(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:

@@ -49,8 +49,8 @@ from workbench.metrics._common import (
     int_array,
     mask_eq,
     masked_series,
-    ms,
     nullable_int,
+    over_scalar,
     payload,
     quantile_aggs,
     select_conn,
@@ -207,22 +207,42 @@ def ooo_cdf(events: pl.DataFrame, conn: int | None = None, *, max_points: int | 
 
 
 def cdf_from_segments(seg: pl.DataFrame, *, max_points: int | None = 2000) -> pl.DataFrame:
-    """`ooo_cdf` from precomputed segments (duplicates are left out)."""
-    seg = seg.filter(~pl.col("is_duplicate") & pl.col("t_deliverable_ns").is_not_null())
-    cdf = (
-        seg.sort("conn", "ooo_delay_ns")
-        .select(
-            "conn",
-            ms(pl.col("ooo_delay_ns")).alias("delay_ms"),
-            ((pl.int_range(pl.len()).over("conn") + 1) / pl.len().over("conn")).alias("cdf"),
-            pl.int_range(pl.len()).over("conn").alias("_rank"),
-            pl.len().over("conn").alias("_n"),
-        )
-    )
+    """`ooo_cdf` from precomputed segments (duplicates are left out).
+
+    In numpy: the delays sorted per connection, each one's rank. The polars formulation it replaced (a
+    sort and window expressions, called for every source of a report) is the oracle in
+    tests/test_metrics_fast_series.py."""
+    check_columns(seg, ["conn", "t_deliverable_ns", "ooo_delay_ns", "is_duplicate"], "segments")
+    rows = np.flatnonzero(false_mask(seg["is_duplicate"]) & nullable_int(seg["t_deliverable_ns"])[0])
+    conn = seg["conn"].to_numpy()[rows]
+    has_delay, delay_ns = (a[rows] for a in nullable_int(seg["ooo_delay_ns"]))
+    # By (conn, delay), a null delay first as polars sorts it. Rows tied on both give the same output
+    # row whichever comes first, so any sort does, and only the sorted values are needed.
+    if len(conn) and (conn == conn[0]).all() and has_delay.all():  # one connection (what a report has)
+        delay_ns = np.sort(delay_ns)
+    else:
+        order = np.lexsort((delay_ns, has_delay, conn))
+        conn, has_delay, delay_ns = conn[order], has_delay[order], delay_ns[order]
+    conn_start = np.ones(len(conn), bool)
+    conn_start[1:] = conn[1:] != conn[:-1]
+    first = np.flatnonzero(conn_start)
+    n = np.diff(np.append(first, len(conn)))  # rows of each connection
+    which = np.cumsum(conn_start) - 1
+    rank = np.arange(len(conn)) - first[which]
+    n_row = n[which]
+    # ms = ns / 1e6 as polars divides a column by a number (`over_scalar`); cdf = (rank + 1) / n is a
+    # division of two columns, a true one.
+    delay_ms = over_scalar(delay_ns.astype(np.float64), 1e6)
+    cdf = (rank + 1).astype(np.float64) / n_row.astype(np.float64)
     if max_points is not None and max_points > 1:
-        step = ((pl.col("_n") + max_points - 1) // max_points).clip(lower_bound=1)
-        cdf = cdf.filter(((pl.col("_rank") % step) == 0) | (pl.col("_rank") == pl.col("_n") - 1))
-    return cdf.select("conn", "delay_ms", "cdf")
+        step = np.maximum((n_row + max_points - 1) // max_points, 1)
+        keep = np.flatnonzero((rank % step == 0) | (rank == n_row - 1))
+        conn, has_delay, delay_ms, cdf = conn[keep], has_delay[keep], delay_ms[keep], cdf[keep]
+    return pl.DataFrame([
+        pl.Series("conn", conn, seg["conn"].dtype).set_sorted(),  # sorted by it: flagged, as polars does
+        masked_series("delay_ms", delay_ms, ~has_delay, pl.Float64),
+        pl.Series("cdf", cdf, pl.Float64),
+    ])
 
 
 def queue_from_segments(seg: pl.DataFrame) -> pl.DataFrame:
