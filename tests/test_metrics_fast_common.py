@@ -25,6 +25,7 @@ from workbench.capture.schema import PACKET_EVENTS, SAMPLES
 from workbench.metrics._common import (
     SYN,
     check_columns,
+    codes,
     data_directions,
     false_mask,
     labels,
@@ -325,9 +326,23 @@ def test_column_helpers_are_polars_filters(points: list[str | None], flags: list
     i = pl.Series(ints, dtype=pl.UInt64)
     ok, v = nullable_int(i)
     assert ok.tolist() == i.is_not_null().to_list() and v.tolist() == i.fill_null(0).to_list()
-    names = pl.Series([p if p is None else p * 2 for p in points], dtype=pl.String)
-    want = names.rank("dense").fill_null(0).to_list()  # rank: nulls first, as polars sorts them
-    assert (string_rank(names) + 1).tolist() == [w if w else 0 for w in want]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=4), st.sampled_from(["wifi", "lte", "10.0.2.1"])),
+                max_size=30),
+       st.sampled_from([pl.String, pl.Categorical]))
+def test_string_codes_and_ranks(values: list[str | None], dtype: pl.DataType) -> None:
+    """`codes` numbers distinct values in order of first appearance, null last (as Arrow's dictionary
+    encoding, which it replaced, does); `string_rank` is the rank in sorted order, -1 for null; both
+    against plain Python."""
+    s = pl.Series(values, dtype=dtype)
+    distinct = list(dict.fromkeys(v for v in values if v is not None))
+    got, n_codes = codes(s)
+    assert n_codes == len(distinct) + 1
+    assert got.tolist() == [len(distinct) if v is None else distinct.index(v) for v in values]
+    ranked = sorted(distinct)  # code point order, which is UTF-8 byte order, polars' order
+    assert string_rank(s).tolist() == [-1 if v is None else ranked.index(v) for v in values]
 
 
 def test_labels_flag_constant_literals_sorted() -> None:

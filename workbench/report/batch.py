@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import InputError
+from workbench.report import _worker
 from workbench.report.jobs import JobSpec, Skipped, discover
 from workbench.report.pipeline import ReportSettings, run_job
 
@@ -143,15 +144,6 @@ ResultSink = Callable[[int, dict[str, Any]], None]
 StepSink = Callable[[str, int, int, str], None]
 
 
-def _local_worker(spec: JobSpec, settings: ReportSettings, queue: Any) -> dict[str, Any]:
-    """Entry point in a worker process: run the job, report its steps through ``queue``."""
-    def cb(done: int, total: int, label: str) -> None:
-        # Progress is best effort: a full or closed queue never fails a job.
-        with contextlib.suppress(Exception):
-            queue.put_nowait((spec.id, done, total, label))
-    return run_job(spec, settings, cb)
-
-
 def _run_serial(jobs: list[JobSpec], settings: ReportSettings, sink: ResultSink, steps: StepSink) -> None:
     for i, spec in enumerate(jobs):
         sink(i, run_job(spec, settings, lambda d, t, lab, _id=spec.id: steps(_id, d, t, lab)))
@@ -160,26 +152,16 @@ def _run_serial(jobs: list[JobSpec], settings: ReportSettings, sink: ResultSink,
 def _run_processes(jobs: list[JobSpec], settings: ReportSettings, n_workers: int, sink: ResultSink,
                    steps: StepSink) -> None:
     import concurrent.futures as cf
-    import multiprocessing as mp
     import queue as queue_mod
 
-    # spawn, not fork: the parent has polars' thread pool running, and forking a threaded process
-    # can deadlock the child.
-    ctx = mp.get_context("spawn")
+    # Forked from the fork server when it runs with this pool size (see `_worker`), else spawned.
+    ctx, threads = _worker.worker_context(n_workers)
     # Biggest inputs first (longest-processing-time-first): a large capture submitted last would
     # otherwise run alone at the end while the other workers idle. The tables are ordered by input
     # index, not by completion, so this order changes nothing in the output.
     order = sorted(range(len(jobs)), key=lambda i: (-_input_bytes(jobs[i]), i))
-    # Each worker's polars pool gets its share of the cores instead of all of them (oversubscription
-    # slows every worker down); children inherit the environment at spawn time.
-    saved = os.environ.get("POLARS_MAX_THREADS")
-    if saved is None:
-        os.environ["POLARS_MAX_THREADS"] = str(max(1, (os.cpu_count() or 1) // n_workers))
-    try:
+    with _worker.spawn_env(threads):
         _pool(ctx, cf, queue_mod, jobs, order, settings, n_workers, sink, steps)
-    finally:
-        if saved is None:
-            os.environ.pop("POLARS_MAX_THREADS", None)
 
 
 def _input_bytes(spec: JobSpec) -> int:
@@ -196,7 +178,7 @@ def _pool(ctx: Any, cf: Any, queue_mod: Any, jobs: list[JobSpec], order: list[in
         q = manager.Queue()
         pool = cf.ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx)
         try:
-            futures = {pool.submit(_local_worker, jobs[i], settings, q): i for i in order}
+            futures = {pool.submit(_worker.run_in_worker, jobs[i], settings, q): i for i in order}
             pending = set(futures)
             while pending:
                 done, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
@@ -438,8 +420,10 @@ def _run_report_locked(inputs: Sequence[str | Path], out_dir: str | Path, settin
     job_list, skipped = discover(inputs, path_names=path_names, exclude=[out])
     if not job_list:
         raise InputError(None, "no inputs found (folders held no capture, CSV export, timelines or scenario)")
-    _copy_plotly(out)
     n_workers = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
+    if executor == "local" and min(n_workers, sum(j.error is None for j in job_list)) > 1:
+        _worker.start_workers(n_workers)  # its imports run while this process goes on
+    _copy_plotly(out)
     results: list[dict[str, Any] | None] = [None] * len(job_list)
     console = Console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
