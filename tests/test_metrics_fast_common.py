@@ -357,3 +357,17 @@ def test_frame_comparison_is_bitwise(value: float, near: float | None) -> None:
     assert_same_frame(x, x.clone())
     with pytest.raises(AssertionError):
         assert_same_frame(pl.DataFrame({"x": [near]}, schema={"x": pl.Float64}), x)
+
+
+def lossy_two_path_replay(scheduler: str) -> Any:
+    """A 1.5 s bulk replay over a lossy 30 Mbit/s WiFi and a 10 Mbit/s LTE path, with events and samples:
+    the real tables the metrics meet, beside the random ones."""
+    from workbench.replay import Bulk, PathConfig, StepSeries, run_replay
+    from workbench.schedulers import get
+
+    c = StepSeries.constant
+    paths = [PathConfig(name="wifi", rate_down_bps=c(30e6), rate_up_bps=c(30e6), owd_down_ns=c(5e6),
+                        owd_up_ns=c(5e6), loss_down=c(0.01)),
+             PathConfig(name="lte", rate_down_bps=c(10e6), rate_up_bps=c(10e6), owd_down_ns=c(20e6),
+                        owd_up_ns=c(20e6))]
+    return run_replay(paths, get(scheduler), workload=Bulk(stop_ns=int(1e9)), duration_ns=int(1.5e9))

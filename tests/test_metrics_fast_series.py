@@ -14,10 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 from test_metrics_fast_burst import old_fast_subflows, old_free_cwnd_series
-from test_metrics_fast_common import PATHS, assert_same_frame, old_start_times, packet_events, samples_tables
+from test_metrics_fast_common import (
+    PATHS,
+    assert_same_frame,
+    lossy_two_path_replay,
+    old_start_times,
+    packet_events,
+    samples_tables,
+)
 from test_metrics_fast_ooo import old_segments_all
 
 from workbench.capture.schema import SAMPLES
+from workbench.metrics import buffers
 from workbench.metrics._common import check_columns, ms, select_conn
 from workbench.metrics.buffers import buffer_series, buffer_summary
 from workbench.metrics.burst import fast_subflows, free_cwnd_series
@@ -96,14 +104,13 @@ def old_buffer_series(samples: pl.DataFrame, conn: int | None = None) -> pl.Data
 
 
 def old_buffer_summary(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
-    """Mean and max of each connection-level buffer over `buffer_series`: columns conn,
-    {snd_buf,rcv_buf,rcv_ooo}_{mean,max}_bytes."""
-    aggs = []
-    for c in _CONN_LEVEL:
-        stem = c.removesuffix("_bytes")
-        aggs += [pl.col(c).cast(pl.Float64).mean().alias(f"{stem}_mean_bytes"),
-                 pl.col(c).max().alias(f"{stem}_max_bytes")]
-    return old_buffer_series(samples, conn).group_by("conn").agg(*aggs).sort("conn")
+    """`buffer_summary` itself over the polars formulation of `buffer_series`."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(buffers, "buffer_series", old_buffer_series)
+    try:
+        return buffer_summary(samples, conn)
+    finally:
+        mp.undo()
 
 
 # ---- comparisons -----------------------------------------------------------------------------------------
@@ -339,15 +346,7 @@ def _check_prepared(events: pl.DataFrame, samples: pl.DataFrame | None) -> None:
 
 @pytest.mark.parametrize("scheduler", ["minrtt", "redundant", "roundrobin"])
 def test_replays(scheduler: str) -> None:
-    from workbench.replay import Bulk, PathConfig, StepSeries, run_replay
-    from workbench.schedulers import get
-
-    c = StepSeries.constant
-    paths = [PathConfig(name="wifi", rate_down_bps=c(30e6), rate_up_bps=c(30e6), owd_down_ns=c(5e6),
-                        owd_up_ns=c(5e6), loss_down=c(0.01)),
-             PathConfig(name="lte", rate_down_bps=c(10e6), rate_up_bps=c(10e6), owd_down_ns=c(20e6),
-                        owd_up_ns=c(20e6))]
-    r = run_replay(paths, get(scheduler), workload=Bulk(stop_ns=int(1e9)), duration_ns=int(1.5e9))
+    r = lossy_two_path_replay(scheduler)
     _check_prepared(r.events, r.samples)
 
 

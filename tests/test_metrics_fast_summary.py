@@ -14,6 +14,7 @@ from test_metrics_fast_burst import old_burstiness, old_fast_subflows, old_free_
 from test_metrics_fast_common import (
     assert_same_frame,
     assert_same_summary,
+    lossy_two_path_replay,
     old_data_directions,
     old_start_times,
     old_with_data_dir,
@@ -173,15 +174,7 @@ def test_bundled_captures(name: str) -> None:
 
 @pytest.mark.parametrize("scheduler", ["minrtt", "redundant", "roundrobin"])
 def test_replays(scheduler: str) -> None:
-    from workbench.replay import Bulk, PathConfig, StepSeries, run_replay
-    from workbench.schedulers import get
-
-    c = StepSeries.constant
-    paths = [PathConfig(name="wifi", rate_down_bps=c(30e6), rate_up_bps=c(30e6), owd_down_ns=c(5e6),
-                        owd_up_ns=c(5e6), loss_down=c(0.01)),
-             PathConfig(name="lte", rate_down_bps=c(10e6), rate_up_bps=c(10e6), owd_down_ns=c(20e6),
-                        owd_up_ns=c(20e6))]
-    r = run_replay(paths, get(scheduler), workload=Bulk(stop_ns=int(1e9)), duration_ns=int(1.5e9))
+    r = lossy_two_path_replay(scheduler)
     _same_everywhere(r.events, r.samples)
     _same_everywhere(r.events.filter(pl.col("point") != "snd"), None)  # a receiver-side capture
     _same_everywhere(r.events.filter(pl.col("point") != "rcv"), None)  # a sender-side capture
