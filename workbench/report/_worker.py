@@ -3,7 +3,7 @@ themselves: a fork server that imports, once, everything a job needs, and forks 
 
 Why a fork server: a worker started from scratch ("spawn") spends about 0.4 s of CPU importing
 polars, numpy, plotly and the engine before its first input, and every worker pays it again: on two
-cores that was an eighth of the bundled-traces report. The fork server imports it once (`WORKER_MODULES`)
+cores that was about a tenth of the bundled-traces report. The fork server imports it once (`WORKER_MODULES`)
 and is started as soon as the report knows it will run inputs in parallel, so the import runs beside
 the parent's own work (its discovery of the inputs, the pool's set-up).
 Forking the report process itself is not an option: it has polars' thread pool running, and forking a

@@ -16,6 +16,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -423,6 +424,10 @@ def _run_report_locked(inputs: Sequence[str | Path], out_dir: str | Path, settin
     n_workers = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
     if executor == "local" and min(n_workers, sum(j.error is None for j in job_list)) > 1:
         _worker.start_workers(n_workers)  # its imports run while this process goes on
+        # This process waits for the fork server before its first input can start, a core idle:
+        # meanwhile it imports what its pages need (plotly, the figures), as it would later anyway
+        # when the workers keep both cores busy.
+        importlib.import_module("workbench.report._preload")
     _copy_plotly(out)
     results: list[dict[str, Any] | None] = [None] * len(job_list)
     console = Console(stderr=True)
