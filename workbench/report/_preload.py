@@ -36,7 +36,7 @@ import workbench.timeline
 import workbench.timeline.figure
 
 # the lazily loaded figure classes (and the validators, colour scales and narwhals they bring)
-_FIGURE_CLASSES = (go.Figure, go.Scatter, go.Layout, go.layout.XAxis, go.layout.xaxis.Title, go.layout.YAxis, go.layout.Template,
-                   make_subplots)
+_FIGURE_CLASSES = (go.Figure, go.Scatter, go.Layout, go.layout.XAxis, go.layout.xaxis.Title, go.layout.YAxis,
+                   go.layout.Template, make_subplots)
 
 __all__: list[str] = []

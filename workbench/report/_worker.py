@@ -3,9 +3,9 @@ themselves: a fork server that imports, once, everything a job needs, and forks 
 
 Why a fork server: a worker started from scratch ("spawn") spends about 0.4 s of CPU importing
 polars, numpy, plotly and the engine before its first input, and every worker pays it again: on two
-cores that was about a tenth of the bundled-traces report. The fork server imports it once (`WORKER_MODULES`)
-and is started as soon as the report knows it will run inputs in parallel, so the import runs beside
-the parent's own work (its discovery of the inputs, the pool's set-up).
+cores that was about a tenth of the bundled-traces report. The fork server imports it once
+(`WORKER_MODULES`); it is started as soon as the report knows it will run inputs in parallel, and
+while the report waits for it (a core idle) the report imports what its own pages need.
 Forking the report process itself is not an option: it has polars' thread pool running, and forking a
 threaded process can deadlock the child. The fork server only imports (no polars query has run in it).
 
@@ -25,7 +25,7 @@ from typing import Any
 from workbench.report.jobs import JobSpec
 from workbench.report.pipeline import ReportSettings, run_job
 
-__all__ = ["WORKER_MODULES", "run_in_worker", "start_workers", "worker_context"]
+__all__ = ["WORKER_MODULES", "run_in_worker", "spawn_env", "start_workers", "threads_per_worker", "worker_context"]
 
 # What the fork server imports (`_preload`: everything a job needs; this module for the entry point).
 WORKER_MODULES = ("workbench.report._worker", "workbench.report._preload")
