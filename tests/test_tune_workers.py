@@ -97,9 +97,12 @@ def _wait_for_complete(storage: str, study: str, out: Path, k: int, proc: subpro
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_sigkill_then_restart_completes_the_study(tmp_path: Path) -> None:
-    inputs = [_scenario(tmp_path / "a.json", slow_owd_ms=75)]
+    # 30 s scenarios and 40 trials: the worker must still be mid-study when the test, looking every
+    # 0.2 s, sees k trials complete (with 1 s scenarios and 10 trials it once finished them all
+    # between two looks, trials being ~0.1 s now).
+    inputs = [_scenario(tmp_path / "a.json", slow_owd_ms=75, duration_s=30.0)]
     storage = f"journal:{tmp_path / 'study.log'}"   # the shared-filesystem backend
-    n, k = 10, 4
+    n, k = 40, 4
     # Heartbeat 0.5 s: the killed worker's running trial counts as crashed after 2 s.
     args = _args(inputs, tmp_path / "out", storage, "killed", n, "--heartbeat", "0.5")
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
