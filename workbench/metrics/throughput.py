@@ -86,11 +86,10 @@ def series_from_segments(seg: pl.DataFrame, start: pl.DataFrame, bin_ns: int) ->
     check_columns(start, ["conn", "start_ns"], "start times")
     delivered, t_del_ns = nullable_int(seg["t_deliverable_ns"])
     rows = np.flatnonzero(delivered)
-    conn = seg["conn"].to_numpy()[rows]
     t_del_ns = t_del_ns[rows]
     new_bytes = nullable_int(seg["new_bytes"])[1][rows]  # a null adds nothing, as in polars' sum
-    conns, inv = (np.unique(conn, return_inverse=True) if len(conn) and (conn != conn[0]).any()
-                  else (conn[:1], np.zeros(len(conn), np.int64)))
+    groups = conn_groups(seg["conn"][rows])
+    conns, inv = groups.keys, groups.inv
     # Each connection's origin (the left join on `start`): null when it has none.
     has_origin, origin_all_ns = nullable_int(start["start_ns"])
     origin_of = {int(c): (bool(ok), int(o)) for c, ok, o
