@@ -12,8 +12,9 @@
 //! Python's number semantics, and pinned bit for bit by the golden runs): an int operand is converted
 //! to a double before a mixed operation (exact below 2^53, which cwnd, counters and byte offsets stay
 //! far below), `float ** y` is C `pow` (`py_pow`; not `x * x`: glibc's `pow(x, 2)` differs from the
-//! product in about one case in a thousand), `//` on floats is CPython's fmod-based floor division
-//! (`py_floor_div`), `max` keeps its first operand unless the second is larger (`py_max`) and
+//! product in about one case in a thousand; `py_square` returns `pow`'s square without the call when
+//! the exact square shows which double `pow` rounds to), `//` on floats is CPython's fmod-based floor
+//! division (`py_floor_div`), `max` keeps its first operand unless the second is larger (`py_max`) and
 //! `int()` truncates. The model's integers are unbounded; here they are `i64`, which holds any value
 //! a replay reaches (times in ns up to 2^62, sequence and byte offsets, windows); `min_rtt_us` may be
 //! the engine's "none yet" value 2^62.
@@ -267,6 +268,40 @@ fn py_pow(x: f64, y: f64) -> f64 {
     x.powf(y)
 }
 
+/// `py_pow(x, 2.0)`, the same value without calling `pow` when it can tell what `pow` returns (LIA
+/// and OLIA square an RTT or a sum on every ACK: libm `pow` was a tenth of an LIA run and more so at 8
+/// subflows). x^2 is exactly `p + e`, `p` the rounded product and `e` its error (Dekker's product:
+/// Veltkamp's split, exact for these operands). glibc's `pow` is within 0.54 ULP of the exact
+/// value (the bound its source states: 0.5 for rounding, 0.04 for its log/exp); when the exact value is
+/// within 0.375 ULP of `p` and `p` is not a power of two (whose lower neighbour is half an ULP away),
+/// every other double is more than 0.6 ULP away, so `pow` returns `p`. Otherwise (about one case in
+/// four) `pow` it is. The unit test `square_is_pow` checks this against `pow` itself.
+#[inline]
+fn py_square(x: f64) -> f64 {
+    // normal operands and products well inside the range, so that the split and products are exact
+    if x > 1e-100 && x < 1e100 {
+        let p = x * x;
+        let c = 134_217_729.0 * x; // 2^27 + 1
+        let hi = c - (c - x);
+        let lo = x - hi;
+        let e = ((hi * hi - p) + 2.0 * hi * lo) + lo * lo;
+        let bits = p.to_bits();
+        let ulp = f64::from_bits(bits & 0x7ff0_0000_0000_0000) * f64::EPSILON; // 2^(exponent - 52)
+        if bits & 0x000f_ffff_ffff_ffff != 0 && e.abs() <= 0.375 * ulp {
+            return p;
+        }
+    }
+    square_by_pow(x)
+}
+
+/// `py_square`'s other cases, out of line so that its fast path stays small enough to inline into
+/// the coupled controls' loops (`olia_score`).
+#[cold]
+#[inline(never)]
+fn square_by_pow(x: f64) -> f64 {
+    py_pow(x, 2.0)
+}
+
 /// CPython's `vx // wx` on floats (`_float_div_mod`): fmod-based, then snapped to an integer. Not
 /// `(vx / wx).floor()`, which rounds the quotient first (`1.0 // 0.1` is 9.0, `floor(1.0 / 0.1)` 10.0).
 fn py_floor_div(vx: f64, wx: f64) -> f64 {
@@ -307,7 +342,7 @@ fn srtt_s_sq(sf: &Subflow) -> f64 {
     if key_us8 == sf.srtt_us8 {
         return sq;
     }
-    let sq = py_pow(srtt_s(sf), 2.0);
+    let sq = py_square(srtt_s(sf));
     sf.srtt_sq_memo.set(sf.srtt_us8, sq);
     sq
 }
@@ -554,7 +589,7 @@ fn lia_cong_avoid(group: &mut [Subflow], idx: usize, mut acked: i64) {
         cong_avoid_ai(sf, cwnd, acked);
         return;
     }
-    let alpha = t.tot as f64 * t.best / py_pow(t.denom, 2.0);
+    let alpha = t.tot as f64 * t.best / py_square(t.denom);
     let w = py_max(t.tot as f64 / alpha, cwnd);
     cong_avoid_ai(sf, w, acked);
 }
@@ -623,6 +658,7 @@ pub fn olia_terms(group: &mut [Subflow], idx: usize) -> OliaTerms {
 }
 
 /// The larger of the last two inter-loss distances (bytes) over rtt^2 (s).
+#[inline]
 fn olia_score(s: &Subflow) -> f64 {
     let CcState::OliaLosses(l) = s.cc_state else {
         unreachable!("olia_terms gives every established subflow a loss record first");
@@ -830,6 +866,33 @@ mod tests {
         assert_eq!((g[0].ssthresh, g[0].hystart_exits), (20, 1));
         cc.on_rtt(&mut g, 0, 30_000, 90_000_000);
         assert_eq!(g[0].hystart_exits, 1); // found: once per slow start
+    }
+
+    #[test]
+    fn square_is_pow() {
+        // random doubles over the whole range the fast path takes and beyond, and RTTs as srtt_s makes
+        // them: the same bits as `pow` itself
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut fast = 0;
+        for i in 0..3_000_000u64 {
+            let r = next();
+            let v = match i % 3 {
+                0 => f64::from_bits(r >> 1), // any non-negative double
+                1 => (r % (1 << 24)) as f64 / 8e6, // srtt_us8 / 8e6
+                _ => f64::from_bits(0x3ff0_0000_0000_0000 | (r >> 12)) * (1 << (r % 40)) as f64, // sums
+            };
+            let want = py_pow(v, 2.0);
+            let got = py_square(v);
+            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{v:e}: {got:e} != {want:e}");
+            fast += i64::from(got == v * v);
+        }
+        assert!(fast > 1_000_000);
     }
 
     #[test]
