@@ -885,7 +885,7 @@ mod tests {
             let v = match i % 3 {
                 0 => f64::from_bits(r >> 1), // any non-negative double
                 1 => (r % (1 << 24)) as f64 / 8e6, // srtt_us8 / 8e6
-                _ => f64::from_bits(0x3ff0_0000_0000_0000 | (r >> 12)) * (1 << (r % 40)) as f64, // sums
+                _ => f64::from_bits(0x3ff0_0000_0000_0000 | (r >> 12)) * (1u64 << (r % 40)) as f64, // sums
             };
             let want = py_pow(v, 2.0);
             let got = py_square(v);
