@@ -132,8 +132,11 @@ def test_workbench_lab(kind: str, direction: str, tmp_path: Path) -> None:
                                     & ((pl.col("flags") & syn) == 0))["t_ns"].min())  # type: ignore[arg-type]
     join = int(ev.filter((pl.col("path") == "lte") & (pl.col("point") == "snd") & (pl.col("dir") == "c2s")
                          & ((pl.col("flags") & (syn | ack)) == syn))["t_ns"].min())  # type: ignore[arg-type]
+    # One round trip, not none (a join at the SYN-ACK) and not two: under 1.5 round trips. Above the 20 ms
+    # sit the delay line's lateness on two passes and both hosts' processing, which passed the old bound of
+    # 23 ms in 4 of 32 runs on a slow day (23.1-23.4 ms where printed).
     assert 0 <= join - first_after <= 1 * MS, (synack, first_after, join)
-    assert 20 * MS <= join - synack <= 23 * MS, (synack, join)
+    assert 20 * MS <= join - synack < 30 * MS, (synack, join)
 
 
 def test_backend_api_finite_upload(tmp_path: Path) -> None:
