@@ -229,6 +229,13 @@ def nullable_int(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return s.is_not_null().to_numpy(), s.fill_null(0).to_numpy().astype(np.int64, copy=False)
 
 
+def nullable_float(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(valid, values as float64 with 0 where null) of a float column."""
+    if not s.null_count():
+        return np.ones(len(s), bool), s.to_numpy().astype(np.float64, copy=False)
+    return s.is_not_null().to_numpy(), s.fill_null(0.0).to_numpy().astype(np.float64, copy=False)
+
+
 def payload(df: pl.DataFrame) -> np.ndarray:
     """``payload_bytes`` as int64, 0 where null: every metric reads it through ``> 0`` filters and sums,
     which leave a null out as they do a 0."""
@@ -376,7 +383,7 @@ def polars_sort_order(keys: dict[str, tuple[np.ndarray, pl.DataType]], *,
         if tied.any():
             if ties_only_through is not None:
                 through = ties_only_through if isinstance(ties_only_through, tuple) else (ties_only_through,)
-                if all((v[order][1:][tied] == v[order][:-1][tied]).all() for v in through):
+                if all((w[1:][tied] == w[:-1][tied]).all() for w in (v[order] for v in through)):
                     return order
             frame = pl.DataFrame([pl.Series(k, v, dt) for k, (v, dt) in keys.items()]).with_row_index("_i")
             return frame.sort(*keys)["_i"].to_numpy().astype(np.int64)

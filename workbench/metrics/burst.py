@@ -26,11 +26,13 @@ from workbench.metrics._common import (
     int_array,
     mask_eq,
     masked_series,
+    nullable_float,
     nullable_int,
     over_scalar,
     payload,
     polars_sort_order,
     select_conn,
+    take,
     true_mask,
     with_data_dir,
 )
@@ -94,16 +96,9 @@ def fast_subflows(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFram
     group-by and two sorts, is the oracle in tests/test_metrics_fast_burst.py (as is
     `free_cwnd_series`'s)."""
     at, srtt_p50_ms = _fast(samples, _ack_rows(samples, conn))
-    out = samples.select("conn", "subflow", "path")[at]
+    out = take(samples, ["conn", "subflow", "path"], at)
     return pl.DataFrame([out["conn"].set_sorted(), out["subflow"], out["path"],  # sorted by conn: flagged
                          pl.Series("srtt_p50_ms", srtt_p50_ms, pl.Float64)])
-
-
-def _floats(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(valid, values as float64 with 0 where null) of a float column."""
-    if not s.null_count():
-        return np.ones(len(s), bool), s.to_numpy().astype(np.float64, copy=False)
-    return s.is_not_null().to_numpy(), s.fill_null(0.0).to_numpy().astype(np.float64, copy=False)
 
 
 def free_cwnd_series(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
@@ -119,8 +114,8 @@ def free_cwnd_series(samples: pl.DataFrame, conn: int | None = None) -> pl.DataF
     rows = rows[on_fast]
     rows = rows[polars_sort_order({"conn": (c[on_fast], samples["conn"].dtype),
                                    "t_ns": (int_array(samples["t_ns"])[rows], samples["t_ns"].dtype)})]
-    sub = samples.select("conn", "subflow", "path", "t_ns")[rows]
-    has_cwnd, cwnd = _floats(samples["cwnd_segments"])
+    sub = take(samples, ["conn", "subflow", "path", "t_ns"], rows)
+    has_cwnd, cwnd = nullable_float(samples["cwnd_segments"])
     has_inflight, inflight = nullable_int(samples["inflight_segments"])
     free = cwnd[rows] - inflight[rows].astype(np.float64)
     free = np.where(free < 0.0, 0.0, free)  # polars' clip: NaN and -0.0 stay
