@@ -25,9 +25,9 @@ INPUTS = [TRACES / n for n in ("tests_mptcp-v0.pcap", "tests_mptcp-v1.pcap", "te
                                "ptcpdump_mptcp.pcap", "tests_mptcp-fclose.pcap")]
 
 
-def _report_cmd(out: Path, *inputs: Path) -> list[str]:
+def _report_cmd(out: Path, *inputs: Path, schedulers: str = "minrtt,roundrobin") -> list[str]:
     return [sys.executable, "-c", "from workbench.cli import main; main()", "report", *map(str, inputs),
-            "-o", str(out), "--schedulers", "minrtt,roundrobin", "--jobs", "1", "--no-progress"]
+            "-o", str(out), "--schedulers", schedulers, "--jobs", "1", "--no-progress"]
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -121,15 +121,22 @@ def test_second_report_into_a_locked_folder_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_two_concurrent_reports_one_refused(tmp_path: Path) -> None:
-    """Two real processes into one folder: exactly one finishes, the other is refused (exit 2)."""
+    """Two real processes into one folder: exactly one finishes, the other is refused (exit 2). A is
+    paused (SIGSTOP) once it writes into the folder, so that B meets it there however fast either runs (a
+    report of these inputs once took 0.4 s, and A was done before B had started)."""
     out = tmp_path / "report"
     env = _env(tmp_path)
-    a = subprocess.Popen(_report_cmd(out, *INPUTS[:2]), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True)
+    a = subprocess.Popen(_report_cmd(out, *INPUTS[:2], schedulers="all"), env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not list(out.glob(f"{STAGING_PREFIX}*")) and time.monotonic() < deadline and a.poll() is None:
-        time.sleep(0.05)
-    b = subprocess.run(_report_cmd(out, INPUTS[0]), env=env, capture_output=True, text=True, timeout=300)
+        time.sleep(0.01)
+    os.kill(a.pid, signal.SIGSTOP)
+    try:
+        assert a.poll() is None, "A finished before it could be paused in the folder"
+        b = subprocess.run(_report_cmd(out, INPUTS[0]), env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
     a.wait(600)
     assert a.returncode == 0, a.stderr.read() if a.stderr else ""
     assert b.returncode == 2 and "another report is being written" in b.stderr, b.stderr

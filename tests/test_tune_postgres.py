@@ -133,10 +133,11 @@ FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_two_workers_sigkill_one_mid_trial_and_restart(postgres: str, tmp_path: Path) -> None:
-    # 8 s replays: a trial lasts long enough for both workers to be seen mid-trial (with 1 s ones a
-    # worker could finish the whole study between two looks)
-    inputs = [_scenario(tmp_path / "a.json", 60, 8.0), _scenario(tmp_path / "b.json", 90, 8.0)]
-    n, study = 14, "pg-shared"
+    # 30 s replays and 40 trials: a trial lasts long enough for both workers to be seen mid-trial, and
+    # the study long enough that A is killed mid-study (with 8 s ones and 14 trials, trials being ~0.1 s
+    # now, A once finished the study before the test saw both workers mid-trial)
+    inputs = [_scenario(tmp_path / "a.json", 60, 30.0), _scenario(tmp_path / "b.json", 90, 30.0)]
+    n, study = 40, "pg-shared"
     # Heartbeat 0.5 s: a dead worker's running trial is stale after 2 s.
     args = [_args(inputs, tmp_path / f"out{k}", postgres, study, n, "--heartbeat", "0.5") for k in range(3)]
     a = subprocess.Popen(args[0], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
