@@ -147,6 +147,11 @@ impl MinRtt {
 }
 
 impl Scheduler for MinRtt {
+    fn as_min_rtt(&mut self) -> Option<&mut MinRtt> {
+        Some(self)
+    }
+
+    #[inline(always)]
     fn select(&mut self, e: &mut Engine, subflows: &[usize]) -> Option<Decision> {
         let memo = self.memo.take();
         let rh = e.conn.reinject_head;

@@ -196,6 +196,11 @@ pub trait Scheduler: Send {
         false
     }
     fn on_start(&mut self, _e: &mut Engine, _subflows: &[usize]) {}
+    /// This scheduler as the built-in minRTT, which the engine calls without the trait object (in
+    /// `push`); None for every other one.
+    fn as_min_rtt(&mut self) -> Option<&mut MinRtt> {
+        None
+    }
     fn select(&mut self, e: &mut Engine, subflows: &[usize]) -> Option<Decision>;
     /// An ACK arrived on subflow `k` (after the subflow processed it).
     fn on_ack(&mut self, _e: &mut Engine, _k: usize, _now: i64) {}
