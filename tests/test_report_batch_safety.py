@@ -41,13 +41,16 @@ def _tree(out: Path) -> dict[str, str]:
 
 
 def _kill_when_a_page_is_staged(cmd: list[str], out: Path, env: dict[str, str]) -> None:
+    """SIGKILL the report once a page is staged. It is paused (SIGSTOP) the moment the page is seen,
+    so that it cannot finish between that look and the kill, however fast reports become."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
             if list(out.glob(f"{STAGING_PREFIX}*/*.html")):
+                os.kill(proc.pid, signal.SIGSTOP)
                 break
-            time.sleep(0.05)
+            time.sleep(0.01)
         assert proc.poll() is None, "the report finished before it could be killed: give it more inputs"
         assert list(out.glob(f"{STAGING_PREFIX}*/*.html")), "no page was staged within 300 s"
     finally:
