@@ -7,6 +7,8 @@ Where the model is known to be outside a target, `KNOWN_GAPS` names the (configu
 the numbers measured and the suspected cause, and the test asserts it is *still* outside: the day the
 model agrees, the entry must go. Everything not listed must be inside. A kernel run whose emulation
 missed its own accuracy targets is re-run once; a configuration with no trustworthy kernel run fails.
+A configuration with a judged pair outside against every kernel run gets both its kernel runs once
+more, and the pair is judged against all four (the kernel's spread alone once put a pair far outside).
 A (configuration, target) whose verdict differs between the two kernel runs (inside against one,
 outside against the other) is reported and not judged (see MAX_IRREPRODUCIBLE).
 
@@ -47,6 +49,8 @@ SEEDS = (0, 1)
 # outside against both); a pair the kernel's spread straddles is reported and not judged (the tolerance
 # is not widened). At most this many per target, or the test fails as void.
 MAX_IRREPRODUCIBLE = 2
+# Added to the seed of a kernel run attempted a second time (see the `matrix` fixture).
+RETRY_SEED = 100
 
 # (configuration, target) -> what was measured (model / kernel, seed means, from the full matrix in
 # docs/FIDELITY.md: 2026-11-24 06:00 UTC kernel runs, the model rerun after the join timing change) and
@@ -124,6 +128,21 @@ def matrix() -> tuple[pl.DataFrame, list, dict]:
         again = run_matrix([cfg], [seed], jobs=1).filter(pl.col("backend") == "kernel")
         df = pl.concat([df.filter(~((pl.col("config") == name) & (pl.col("seed") == seed)
                                     & (pl.col("backend") == "kernel"))), again], how="vertical_relaxed")
+    # One more attempt of both kernel seeds of a configuration where a pair that is judged (not a known
+    # gap, not a known flip) came out outside against every kernel run: the kernel's spread alone once
+    # put buf-20bdp's RTT p50 error at -42 % (-11 % in the full matrix and in the runs before and after,
+    # the model unchanged). The second attempt's runs count as runs of their own (seed + RETRY_SEED), so
+    # the verdict is judged against all four: still outside against every one fails as before, inside
+    # against some is reported as the kernel disagreeing with itself (at most MAX_IRREPRODUCIBLE).
+    per_run = verdicts_per_kernel_run(df, cfgs)
+    retry = sorted({name for (name, target), ok in per_run.items()
+                    if ok is False and (name, target) not in KNOWN_GAPS and (name, target) not in KERNEL_FLIPS})
+    for name in retry:
+        cfg = next(c for c in cfgs if c.name == name)
+        again = run_matrix([cfg], SEEDS, jobs=1).filter(pl.col("backend") == "kernel")
+        df = pl.concat([df, again.with_columns(pl.col("seed") + RETRY_SEED)], how="vertical_relaxed")
+    if retry:
+        print(f"kernel runs attempted again for {', '.join(retry)}")
     cmp, excluded = compare(df, cfgs)
     return cmp, excluded, verdicts_per_kernel_run(df, cfgs)
 
