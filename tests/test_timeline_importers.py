@@ -219,6 +219,16 @@ def test_multipath_csv_generic(tmp_path: Path) -> None:
                            step_ns=1)
 
 
+@pytest.mark.parametrize("columns", [{"time_column": "t_ms", "t_unit": "ms"}, {"index_column": "t_ms", "step_ns": 1}])
+def test_multipath_csv_header_only(tmp_path: Path, columns: dict) -> None:
+    # a header and no rows: one clear error naming the file (an index column once failed with a TypeError)
+    f = tmp_path / "empty.csv"
+    f.write_text("t_ms,wifi_mbps\n")
+    with pytest.raises(InputError, match="no data rows") as e:
+        read_multipath_csv(f, kind="capacity", **columns)
+    assert "empty.csv" in str(e.value)
+
+
 # -- ping logs ------------------------------------------------------------------------------------
 
 def test_every_ping_log_found() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import polars as pl
 
@@ -57,6 +57,8 @@ def read_multipath_csv(path: str | Path, *, kind: Literal["capacity", "throughpu
     for c in cols:
         if c not in df.columns:
             raise InputError(path, f"no column {c!r}")
+    if df.height == 0:
+        raise InputError(path, "no data rows (only a header)")
     df = df.sort(tcol)
     t_raw = df[tcol]
     if t_raw.null_count() or t_raw.n_unique() != df.height:
@@ -64,7 +66,8 @@ def read_multipath_csv(path: str | Path, *, kind: Literal["capacity", "throughpu
     if index_column is not None:
         assert step_ns is not None
         idx = t_raw.cast(pl.Int64)
-        full = pl.DataFrame({tcol: pl.int_range(idx.min(), idx.max() + 1, eager=True)})  # type: ignore[operator]
+        # (at least one row, none null: min and max are ints)
+        full = pl.DataFrame({tcol: pl.int_range(cast(int, idx.min()), cast(int, idx.max()) + 1, eager=True)})
         n_missing = full.height - df.height
         df = full.join(df.with_columns(idx), on=tcol, how="left")
         t_ns = (df[tcol] * step_ns).to_list()
