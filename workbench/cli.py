@@ -18,7 +18,7 @@ from workbench._safe_refs import ALLOW_OUTSIDE_REFS_HELP
 from workbench._text import fmt_value
 from workbench.errors import InputError
 
-app = typer.Typer(
+app: typer.Typer = typer.Typer(
     name="workbench",
     help="MPTCP trace-replay workbench: captures -> path timelines -> scheduler replays -> metrics.",
     no_args_is_help=True,

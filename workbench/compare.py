@@ -17,7 +17,7 @@ bursts, subflows missing from the capture) and every value the replay had to ass
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -107,7 +107,7 @@ def compare_capture(
     spec = SchedulerSpec.of(scheduler) if isinstance(scheduler, str) else SchedulerSpec.instance(scheduler)
     ev = cap.connection(conn)
     tls = estimate_timelines(ev, EstimateOptions(bin_ns=bin_ns))
-    span_ns = int(ev["t_ns"].max() - ev["t_ns"].min())  # type: ignore[operator]
+    span_ns = int(cast(int, ev["t_ns"].max()) - cast(int, ev["t_ns"].min()))
     experiment = timelines_experiment(
         tls, workload=FiniteWorkload(cs.delivered_bytes), scheduler=spec,
         stack=capture_stack(cs, congestion_control=cc, rcv_buf_bytes=rcv_buf_bytes), seed=seed,

@@ -24,7 +24,8 @@ def inspect_capture(
 ) -> dict[str, Any]:
     """Load a capture (and its peer) and describe it; see `inspect_loaded`. A tshark CSV export of
     one subflow is loaded together with the other subflows' files of its connection beside it."""
-    source: Path | list[Path] = Path(file)
+    source: Path | list[Path]
+    source = Path(file)
     if is_csv_export(source):
         if peer is not None:
             raise InputError(file, "--peer works with pcap/pcapng captures, not CSV exports")

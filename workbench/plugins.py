@@ -30,7 +30,7 @@ import inspect
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from workbench.errors import InputError
 from workbench.schedulers.base import Layer, ParamSpec, Scheduler
@@ -258,7 +258,8 @@ def resolve_scheduler(spec: str | type[Scheduler] | Scheduler,
                      else resolve_scheduler(str(inner_spec), inner_params, base_dir=base_dir))
     values = coerce_params(cls, raw)
     try:
-        return cls(inner, **values) if inner is not None else cls(**values)
+        # inner is set only for a Layer
+        return cast("type[Layer]", cls)(inner, **values) if inner is not None else cls(**values)
     except InputError:
         raise
     except TypeError as e:

@@ -147,7 +147,7 @@ class _Ctx:
 
     def csv_pairs(self, where: str, name: str) -> list[tuple[float, float]]:
         p = self.ref(where, name)
-        out = []
+        out: list[tuple[float, float]] = []
         try:
             with p.open(encoding="utf-8", errors="replace") as f:
                 for row in csv.reader(f):

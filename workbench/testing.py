@@ -56,7 +56,7 @@ import operator
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from workbench._backend_conformance import (
     BACKEND_CHECKS,
@@ -119,7 +119,7 @@ def _factory(s: SchedulerLike) -> tuple[str, Callable[[], Scheduler]]:
     if isinstance(s, Scheduler):
         return repr(s), s.fresh
     if callable(s):
-        return getattr(s, "__name__", repr(s)), s
+        return getattr(s, "__name__", repr(s)), cast("Callable[[], Scheduler]", s)
     raise TypeError(f"not a scheduler, scheduler class, registered name or factory: {s!r}")
 
 
@@ -259,7 +259,7 @@ class _Probe(Layer):
         self._tick()
         self.inner.on_timer(conn, now_ns)
 
-    def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | None:
+    def select(self, conn: ConnView, subflows: list[SubflowView]) -> Decision | tuple[int, int, int] | None:
         f = self.findings
         f.n_select += 1
         if f.n_select & 0xFF == 0:

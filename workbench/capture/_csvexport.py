@@ -33,6 +33,7 @@ import csv
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -155,14 +156,14 @@ def read_csv_export(path: str | Path) -> pl.DataFrame:
         ip_version=pl.when(src.str.contains(":", literal=True)).then(6).otherwise(4).cast(pl.UInt8),
         src=src,
         dst=cell(dst_col),
-        sport=_uint(cell("tcp.srcport"), pl.UInt16),
-        dport=_uint(cell("tcp.dstport"), pl.UInt16),
-        seq=_uint(cell(seq_col), pl.UInt32),
-        ack=_uint(cell(ack_col), pl.UInt32),
+        sport=_uint(cell("tcp.srcport"), pl.UInt16()),
+        dport=_uint(cell("tcp.dstport"), pl.UInt16()),
+        seq=_uint(cell(seq_col), pl.UInt32()),
+        ack=_uint(cell(ack_col), pl.UInt32()),
         flags=cell("tcp.flags").str.strip_prefix("0x").str.to_integer(base=16, strict=False),
-        payload_len=_uint(cell("tcp.len"), pl.UInt32),
-        dss_dsn=_uint(cell("tcp.options.mptcp.rawdataseqno"), pl.UInt64),
-        dss_data_ack=_uint(cell("tcp.options.mptcp.rawdataack"), pl.UInt64),
+        payload_len=_uint(cell("tcp.len"), pl.UInt32()),
+        dss_dsn=_uint(cell("tcp.options.mptcp.rawdataseqno"), pl.UInt64()),
+        dss_data_ack=_uint(cell("tcp.options.mptcp.rawdataack"), pl.UInt64()),
     )
 
     # Every required cell must parse; optional ones may be empty but not garbage.
@@ -177,13 +178,14 @@ def read_csv_export(path: str | Path) -> pl.DataFrame:
         "tcp.len": parsed["payload_len"].is_null(),
         "tcp.flags": parsed["flags"].is_null() | (parsed["flags"] > 0xFFF) | (parsed["flags"] < 0),  # "0x-1" parses
     }
+    out: str | pl.DataFrame  # a column name here, the parsed table below
     for name, out in (("tcp.options.mptcp.rawdataseqno", "dss_dsn"),
                       ("tcp.options.mptcp.rawdataack", "dss_data_ack")):
         if name in raw.columns:
             checks[name] = raw[name].is_not_null() & parsed[out].is_null()
     for name, bad in checks.items():
         if bad.any():
-            row = int(bad.arg_max())  # first True
+            row = int(cast(int, bad.arg_max()))  # first True (there is one: bad.any())
             value = raw[name][row] if name in raw.columns else None
             raise InputError(path, f"line {row + 2}: cannot parse {name} = {value!r}")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -352,7 +353,9 @@ def _walk_options(r: _Rows, rows: np.ndarray, start: np.ndarray, end: np.ndarray
     dtypes = (np.int64, np.int64, np.int64, np.int64, np.uint64)
     parts = [np.concatenate([f[i] for f in found]) if found else np.zeros(0, dt)
              for i, dt in enumerate(dtypes)]
-    return _Options(*parts, mptcp_cut=mptcp_cut)
+    # five arrays, one per field before mptcp_cut
+    return _Options(*cast("tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]", parts),
+                    mptcp_cut=mptcp_cut)
 
 
 def _nop_nop_timestamps(r: _Rows, rows: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -390,7 +393,7 @@ def _scatter(n: int, pkt: np.ndarray, win: np.ndarray | None, values: np.ndarray
         pkt, values = pkt[win], values[win]
     if pkt.size == n and (n == 0 or (pkt[0] == 0 and (np.diff(pkt) == 1).all())):
         return values.astype(dtype), None  # every packet has exactly one, in order: no scatter
-    out = np.zeros(n, dtype=dtype)
+    out: np.ndarray = np.zeros(n, dtype=dtype)
     has = np.zeros(n, dtype=bool)
     out[pkt] = values
     has[pkt] = True
@@ -401,7 +404,8 @@ def _tcp_options(r: _Rows, rows: np.ndarray, opts: _Options) -> dict[str, Column
     n = rows.size
     cols: dict[str, ColumnData] = {}
 
-    def pick(kind: int, ok_length: np.ndarray | bool = True) -> tuple[np.ndarray, ...]:
+    def pick(kind: int, ok_length: np.ndarray | bool = True
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         sel = np.flatnonzero((opts.kind == kind) & ok_length)
         pkt = opts.pkt[sel]
         return sel, pkt, _winners(n, pkt)

@@ -5,6 +5,8 @@ each packet set on its receiver-side row.
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
 import polars as pl
 
 from workbench.capture._analyze import Analysis
@@ -93,7 +95,7 @@ def _match_owd(events: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
         if rest.is_empty():
             break
         m = rest.join_asof(right.select(*by, "t_snd"), left_on="t_ns", right_on="t_snd", by=by,
-                           strategy=strategy, check_sortedness=False)
+                           strategy=cast('Literal["backward", "forward"]', strategy), check_sortedness=False)
         found.append(m.filter(pl.col("t_snd").is_not_null()).select("row", "t_ns", "t_snd"))
         rest = m.filter(pl.col("t_snd").is_null()).drop("t_snd")
     m = pl.concat(found)

@@ -19,10 +19,15 @@ import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from workbench.errors import InputError
+
+if TYPE_CHECKING:
+    # numpy's stubs give ndarray __buffer__ only for Python >= 3.12 (mypy checks as 3.11)
+    from _typeshed import ReadableBuffer
 
 __all__ = ["MAX_RECORD_BYTES", "Frames", "rows_at", "scan_capture"]
 
@@ -105,8 +110,9 @@ def _scan_pcap(buf: np.ndarray, source: str | Path, order: str, frac_ns: int) ->
     size = buf.size
     if size < _PCAP_HEADER_BYTES:
         raise InputError(source, "truncated pcap file header")
-    link_type = struct.unpack_from(order + "I", buf, 20)[0] & 0xFFFF  # upper bits: FCS info
-    rec_off = _pcap_record_chain(memoryview(buf), order)
+    # upper bits: FCS info
+    link_type = struct.unpack_from(order + "I", cast("ReadableBuffer", buf), 20)[0] & 0xFFFF
+    rec_off = _pcap_record_chain(memoryview(cast("ReadableBuffer", buf)), order)
     rec_off = rec_off[rec_off < size]  # the chain's last step lands on the end of a complete file
     complete = rec_off <= size - _PCAP_RECORD_HEADER_BYTES
     heads = np.zeros((rec_off.size, 4), dtype=np.int64)  # ts_sec, ts_frac, incl_len, orig_len
@@ -192,7 +198,7 @@ class _Section:
 
 
 def _scan_pcapng(buf: np.ndarray, source: str | Path) -> Frames:
-    mv = memoryview(buf)
+    mv = memoryview(cast("ReadableBuffer", buf))
     ifaces: list[_Interface] = []
     sections: list[_Section] = []
     pos, problem, n_packets = 0, None, 0

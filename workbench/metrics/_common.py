@@ -125,7 +125,7 @@ def with_data_dir(events: pl.DataFrame) -> pl.DataFrame:
     return events.with_columns(data_dir.alias("data_dir"),
                                masked_series("is_data_dir", is_dd, events["dir"].is_null().to_numpy()
                                              if events["dir"].null_count() else np.zeros(len(is_dd), bool),
-                                             pl.Boolean))
+                                             pl.Boolean()))
 
 
 def start_times(events: pl.DataFrame) -> pl.DataFrame:

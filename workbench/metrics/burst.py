@@ -120,7 +120,8 @@ def free_cwnd_series(samples: pl.DataFrame, conn: int | None = None) -> pl.DataF
     free = cwnd[rows] - inflight[rows].astype(np.float64)
     free = np.where(free < 0.0, 0.0, free)  # polars' clip: NaN and -0.0 stay
     return pl.DataFrame([sub["conn"].set_sorted(), sub["subflow"], sub["path"], sub["t_ns"],
-                         masked_series("free_cwnd_segments", free, ~(has_cwnd & has_inflight)[rows], pl.Float64)])
+                         masked_series("free_cwnd_segments", free, ~(has_cwnd & has_inflight)[rows],
+                                       pl.Float64())])
 
 
 def burstiness(samples: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:

@@ -130,8 +130,8 @@ def _segments_all(events: pl.DataFrame) -> pl.DataFrame:
         # their float sums, and so the OOO mean, depend on it).
         pl.Series("conn", groups.keys[groups.inv[order]], ev["conn"].dtype).cast(pl.UInt32).set_sorted(),
         pl.Series("t_arrival_ns", t, pl.Int64),
-        masked_series("t_deliverable_ns", t_del, never, pl.Int64),
-        masked_series("ooo_delay_ns", t_del - t, never, pl.Int64),
+        masked_series("t_deliverable_ns", t_del, never, pl.Int64()),
+        masked_series("ooo_delay_ns", t_del - t, never, pl.Int64()),
         pl.Series("dsn", s, pl.Int64),
         pl.Series("payload_bytes", e - s, pl.Int64),
         pl.Series("new_bytes", new_bytes, pl.Int64),
@@ -240,7 +240,7 @@ def cdf_from_segments(seg: pl.DataFrame, *, max_points: int | None = 2000) -> pl
         conn, has_delay, delay_ms, cdf = conn[keep], has_delay[keep], delay_ms[keep], cdf[keep]
     return pl.DataFrame([
         pl.Series("conn", conn, seg["conn"].dtype).set_sorted(),  # sorted by it: flagged, as polars does
-        masked_series("delay_ms", delay_ms, ~has_delay, pl.Float64),
+        masked_series("delay_ms", delay_ms, ~has_delay, pl.Float64()),
         pl.Series("cdf", cdf, pl.Float64),
     ])
 

@@ -128,7 +128,7 @@ def rtt_seq_ack(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     def ordered(rows: np.ndarray, key: np.ndarray, name: str) -> np.ndarray:
         """``rows`` in the order polars' sort by (conn, subflow, ``name`` = ``key``) gives them."""
         return rows[polars_sort_order({"conn": (conn_all[rows], conn_dt), "subflow": (sf_all[rows], sf_dt),
-                                       name: (key, pl.Int64)})]
+                                       name: (key, pl.Int64())})]
 
     retr = true_mask(ev["is_retrans"])[data]
     clean = data[~retr]
@@ -167,7 +167,7 @@ def rtt_seq_ack(events: pl.DataFrame, conn: int | None = None) -> pl.DataFrame:
     keep = (t_ack < INF_NS) & (t_ack > t_all[clean])
     clean, t_ack = clean[keep], t_ack[keep]
     by = polars_sort_order({"conn": (conn_all[clean], conn_dt), "subflow": (sf_all[clean], sf_dt),
-                            "t_ns": (t_ack, pl.Int64)})
+                            "t_ns": (t_ack, pl.Int64())})
     clean, t_ack = clean[by], t_ack[by]
     passed = take(ev, ["subflow", "path"], clean)
     return pl.DataFrame([

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 import polars as pl
 
@@ -119,7 +120,8 @@ def summarize_prepared(prep: Prepared, samples: pl.DataFrame | None = None) -> S
         gp = goodput_from_data_acks(ev)  # the sender's capture alone
         out["goodput_source"] = "data_ack" if gp.height else None
     g = gp.row(0, named=True) if gp.height else {}
-    out["goodput_mbps"] = _f(g["goodput_bps"]) / 1e6 if g.get("goodput_bps") is not None else None
+    out["goodput_mbps"] = (cast(float, _f(g["goodput_bps"])) / 1e6
+                           if g.get("goodput_bps") is not None else None)
     out["delivered_bytes"] = g.get("bytes")
     out["completion_s"] = _f(g.get("completion_s"))
     out["undelivered_bytes"] = g.get("undelivered_bytes")
@@ -145,13 +147,14 @@ def summarize_prepared(prep: Prepared, samples: pl.DataFrame | None = None) -> S
     out["retrans"] = int(ps["retrans"].sum()) if ps.height else None
     out["reinjections"] = int(ps["reinjections"].sum()) if ps.height else None
     # Share of the data-direction bytes that were redundant (retransmitted or reinjected copies).
-    out["redundant_fraction"] = (1.0 - ps["unique_bytes"].sum() / ps["bytes"].sum()
+    out["redundant_fraction"] = (1.0 - cast(int, ps["unique_bytes"].sum()) / cast(int, ps["bytes"].sum())
                                  if ps.height and ps["bytes"].sum() > 0 else None)
     for p in ps.iter_rows(named=True):
         name = p["path"]
         out[f"bytes_{name}"] = p["bytes"]
         out[f"share_{name}"] = _f(p["share"])
-        out[f"throughput_mbps_{name}"] = _f(p["throughput_bps"]) / 1e6 if p["throughput_bps"] is not None else None
+        out[f"throughput_mbps_{name}"] = (cast(float, _f(p["throughput_bps"])) / 1e6
+                                          if p["throughput_bps"] is not None else None)
         out[f"retrans_{name}"] = p["retrans"]
         out[f"reinjections_{name}"] = p["reinjections"]
 

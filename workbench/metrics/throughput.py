@@ -116,7 +116,7 @@ def series_from_segments(seg: pl.DataFrame, start: pl.DataFrame, bin_ns: int) ->
     rate_bps = over_scalar(out_bytes.astype(np.float64) * 8e9, bin_ns)
     return pl.DataFrame([
         pl.Series("conn", conns[out_conn], seg["conn"].dtype).set_sorted(),  # sorted by it: flagged, as polars does
-        masked_series("t_ns", t_ns, ~conn_has_origin[out_conn], pl.Int64),
+        masked_series("t_ns", t_ns, ~conn_has_origin[out_conn], pl.Int64()),
         pl.Series("bytes", out_bytes, pl.Int64),
         pl.Series("rate_bps", rate_bps, pl.Float64),
     ])
@@ -207,8 +207,8 @@ def goodput_from_segments(ev: pl.DataFrame, seg: pl.DataFrame, start: pl.DataFra
         masked_series("start_ns", start_ns, ~has_start, start["start_ns"].dtype),
         masked_series("end_ns", end, ~has_end, seg["t_deliverable_ns"].dtype),
         pl.Series("bytes", delivered, pl.Int64),
-        masked_series("goodput_bps", gp, ~(has_dur & (dur_s > 0)), pl.Float64, when=True),
-        masked_series("completion_s", dur_s, ~(has_dur & (undelivered == 0)), pl.Float64, when=True),
+        masked_series("goodput_bps", gp, ~(has_dur & (dur_s > 0)), pl.Float64(), when=True),
+        masked_series("completion_s", dur_s, ~(has_dur & (undelivered == 0)), pl.Float64(), when=True),
         pl.Series("undelivered_bytes", undelivered, pl.Int64),
         pl.Series("data_fin", np.isin(groups.keys, fin_conns), pl.Boolean),
     ])
@@ -394,7 +394,7 @@ def path_stats(events: pl.DataFrame, conn: int | None = None, *, point: str | No
         pl.Series("reinject_bytes", total(reinj), pl.Int64),
         pl.Series("t_first_ns", t_first, ev["t_ns"].dtype),
         pl.Series("t_last_ns", t_last, ev["t_ns"].dtype),
-        masked_series("throughput_bps", throughput, ~(dur_s > 0), pl.Float64, when=True),
+        masked_series("throughput_bps", throughput, ~(dur_s > 0), pl.Float64(), when=True),
         pl.Series("share", share, pl.Float64),
         pl.Series("unique_share", unique_share, pl.Float64),
     ])

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from workbench.errors import InputError
 from workbench.report import _worker
@@ -147,7 +147,8 @@ StepSink = Callable[[str, int, int, str], None]
 
 def _run_serial(jobs: list[JobSpec], settings: ReportSettings, sink: ResultSink, steps: StepSink) -> None:
     for i, spec in enumerate(jobs):
-        sink(i, run_job(spec, settings, lambda d, t, lab, _id=spec.id: steps(_id, d, t, lab)))
+        sink(i, run_job(spec, settings, cast("Callable[[int, int, str], None]",
+                                             lambda d, t, lab, _id=spec.id: steps(_id, d, t, lab))))
 
 
 def _run_processes(jobs: list[JobSpec], settings: ReportSettings, n_workers: int, sink: ResultSink,

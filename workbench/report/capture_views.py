@@ -92,7 +92,7 @@ def _timeline_overlay(tl: Any, origin_ns: int, data_dir: str = "s2c") -> dict[st
     d = "up" if data_dir == "c2s" else "down"
     steps = tl.steps
     t0 = int(tl.t0_epoch_ns or origin_ns)
-    ts = [(t0 + int(t) - origin_ns) / 1e9 for t in steps["t_ns"].to_list()]
+    ts: list[float | None] = [(t0 + int(t) - origin_ns) / 1e9 for t in steps["t_ns"].to_list()]
     end = [(t0 + int(tl.end_ns) - origin_ns) / 1e9] if tl.end_ns is not None else []
 
     def col(name: str, scale: float) -> list[float | None]:

@@ -138,7 +138,8 @@ def winners(rows: Sequence[dict[str, Any]], metric: str, better: Better, *, fini
     rows that delivered data, and none when the metric does not apply to the workload (`applies`)."""
     if not applies(metric, finite):
         return []
-    vals = [(r["source"], r.get(metric)) for r in rows if r.get("kind") == "scheduler" and delivered(r)]
+    vals: list[tuple[Any, Any]] = [(r["source"], r.get(metric)) for r in rows
+                                   if r.get("kind") == "scheduler" and delivered(r)]
     vals = [(s, float(v)) for s, v in vals if v is not None and v == v]
     if not vals:
         return []

@@ -39,7 +39,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from workbench.errors import InputError
 from workbench.report.jobs import JobSpec
@@ -244,7 +244,7 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
 
     n_steps = 3 + len(settings.schedulers) + (1 if settings.baselines else 0) + (1 if settings.kernel else 0)
     join_after_ns = 0
-    direction = "down"
+    direction: Literal["down", "up"] = "down"
     steps = _Steps(n_steps, progress)
     common = {"input": spec.label, "input_id": spec.id, "seed": settings.seed}
     rows: list[dict[str, Any]] = []

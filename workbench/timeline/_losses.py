@@ -36,6 +36,7 @@ def classify_retransmissions(retx_ns: Sequence[int], *, hot_bin_starts_ns: Seque
     counts = {"overflow": 0, "outage": 0, "burst": 0, "random": 0}
     hot = list(hot_bin_starts_ns)
     rest: list[int] = []
+    tr: int | None  # int here, None as the end marker of the cluster loop below
     for tr in sorted(retx_ns):
         if any(a - around_ns <= tr <= b + around_ns for a, b in outages):
             counts["outage"] += 1

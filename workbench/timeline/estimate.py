@@ -60,8 +60,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import polars as pl
 
@@ -70,7 +71,7 @@ from workbench.timeline._dispersion import dispersion_bins
 from workbench.timeline._losses import classify_retransmissions
 from workbench.timeline._outages import find_outages
 from workbench.timeline._vantage import ack_clock_rtt_samples, handshake_rtt_ns, missing_subflow_bytes
-from workbench.timeline.model import Caveat, PathTimeline, Timelines, steps_from_series
+from workbench.timeline.model import Caveat, PathTimeline, Source, Timelines, steps_from_series
 
 __all__ = ["ASSUMED_HEADER_BYTES", "EstimateOptions", "estimate_bins", "estimate_timelines", "rtt_samples"]
 
@@ -494,7 +495,7 @@ def estimate_timelines(source: pl.DataFrame | _HasEvents, options: EstimateOptio
         if mode == "owd":
             owd_down = b["base_delay_ns"].to_list()
             owd_up = b["base_up_ns"].to_list()
-            owd_src = "measured"
+            owd_src: Source = "measured"
         else:
             rtt = b["base_delay_ns"].to_list()
             owd_down = [None if r is None else round(r * opt.rtt_split) for r in rtt]
@@ -538,7 +539,9 @@ def estimate_timelines(source: pl.DataFrame | _HasEvents, options: EstimateOptio
         counts = classify_retransmissions(retx["t_ns"].to_list(), hot_bin_starts_ns=hot, bin_ns=opt.bin_ns,
                                           lookback_ns=lookback, outages=info.outages, around_ns=around_ns,
                                           burst_ns=int(max(200e6, 2 * base_rtt)),
-                                          span_ns=int(sent["t_ns"].max() - sent["t_ns"].min()) if sent.height else None)
+                                          span_ns=(int(cast(int, sent["t_ns"].max())
+                                                       - cast(int, sent["t_ns"].min()))
+                                                   if sent.height else None))
         n_sent = max(sent.height - retx.height, 1)
         # One or two isolated losses are no evidence of a loss rate (one in 16 segments is not "6 %
         # random loss"): below MIN_RANDOM_LOSSES the path is replayed without random loss.
@@ -550,7 +553,7 @@ def estimate_timelines(source: pl.DataFrame | _HasEvents, options: EstimateOptio
         lower = not overflowed and buffer_bytes is not None
         outages_rel = [(a - t0, e - t0) for a, e in info.outages]
         cap_t, cap_v, cap_src = _capacity_series(b, outages_rel)
-        series = {
+        series: dict[str, tuple[Sequence[int], Sequence[float | int | None], Source]] = {
             f"capacity_{down_dir}_bps": (cap_t, cap_v, "estimated"),
             f"owd_{down_dir}_ns": (t, owd_down, owd_src),
             f"owd_{up_dir}_ns": (t, owd_up, owd_src),
@@ -608,8 +611,11 @@ def estimate_timelines(source: pl.DataFrame | _HasEvents, options: EstimateOptio
             notes[-1] = "buffer unknown (too few delay samples to see a queue)"
         paths.append(PathTimeline(
             name=str(path), steps=steps, kind="capacity", end_ns=max(int(t[-1]) + opt.bin_ns, cap_t[-1] + 1),
-            **{f"buffer_{down_dir}_bytes": buffer_bytes,
-               f"buffer_{down_dir}_src": None if buffer_bytes is None else ("lower_bound" if lower else "estimated")},
+            # (keys: buffer_down_* or buffer_up_*)
+            **cast("dict[str, Any]", {
+                f"buffer_{down_dir}_bytes": buffer_bytes,
+                f"buffer_{down_dir}_src": None if buffer_bytes is None else (
+                    "lower_bound" if lower else "estimated")}),
             buffer_is_lower_bound=lower, t0_epoch_ns=t0, source="PacketEvents", notes=tuple(notes),
             caveats=tuple(caveats), outages=tuple(outages_rel), loss_counts=tuple(counts.items())))
     return Timelines(paths)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, cast
 
 import polars as pl
 
@@ -278,7 +278,7 @@ class PathTimeline:
         if df.height == 0:
             return None
         w = df["dur_ns"].cast(pl.Float64)
-        return float((df[quantity].cast(pl.Float64) * w).sum() / w.sum())
+        return float(cast(float, (df[quantity].cast(pl.Float64) * w).sum()) / cast(float, w.sum()))
 
     def total_bytes(self, direction: Literal["down", "up"] = "down") -> float:
         """Bytes the path could carry (capacity) or carried (throughput) over its finite steps."""

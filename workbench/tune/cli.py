@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, cast
 
 import typer
 
@@ -78,9 +78,10 @@ def tune_command(
     from workbench.tune.objective import parse_constraint
     from workbench.tune.run import Callbacks, TuneSettings, run_tuning
 
-    constraints = [parse_constraint(name, bound, text) for name, bound, text in (
-        ("goodput", "min", min_goodput), ("ooo_p95", "max", max_ooo_p95), ("ooo_mean", "max", max_ooo_mean))
-        if text is not None]
+    constraints = [parse_constraint(name, cast('Literal["min", "max"]', bound), text)
+                   for name, bound, text in (("goodput", "min", min_goodput), ("ooo_p95", "max", max_ooo_p95),
+                                             ("ooo_mean", "max", max_ooo_mean))
+                   if text is not None]
 
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
     out_console = Console(width=None if sys.stdout.isatty() else 160)

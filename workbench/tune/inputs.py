@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from workbench.errors import InputError
 
@@ -141,6 +141,7 @@ def _one(text: str, *, workload: Any, duration_ns: int | None) -> TuneInput:
         tls = open_timelines(parts)
     span = _timeline_span_ns(tls)
     dur = cap if cap is not None else min(span or DEFAULT_MAX_DURATION_NS, DEFAULT_MAX_DURATION_NS)
+    direction: Literal["down", "up"]
     stack, join_ns, direction = stack_profile("linux-upstream"), 0, "down"
     if kinds[0] == "capture":
         # a capture (pair): the stack it shows, as compare, report and the page read it

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import optuna
 
@@ -123,7 +123,8 @@ def run_tuning(s: TuneSettings, cb: Callbacks | None = None) -> TuneOutcome:
     tuned_defaults = {d.name: d.default for d in dims}
 
     # Ready-made `TuneInput`s (the page's one replay setup) are tuned as they are.
-    inputs = (list(s.inputs) if s.inputs and all(isinstance(i, TuneInput) for i in s.inputs)  # type: ignore[misc]
+    inputs = (cast("list[TuneInput]", list(s.inputs))
+              if s.inputs and all(isinstance(i, TuneInput) for i in s.inputs)  # type: ignore[misc]
               else load_inputs(list(s.inputs), workload=s.workload, duration_ns=s.duration_ns))
     holdout = load_inputs(list(s.holdout), workload=s.workload, duration_ns=s.duration_ns) if s.holdout else []
     if any(o.name == "completion" for o in objectives):

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 
@@ -192,7 +192,8 @@ def make_sampler(n_objectives: int, seed: int, *, n_trials: int) -> TrialSeededS
     return TrialSeededSampler(nsga, seed)
 
 
-def open_study(storage: Any, name: str, directions: Sequence[str], *, settings: Mapping[str, Any],
+def open_study(storage: Any, name: str, directions: Sequence[Literal["minimize", "maximize"]], *,
+               settings: Mapping[str, Any],
                sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner | None,
                enqueue: Mapping[str, Any] | None = None) -> optuna.Study:
     """Create the study or load it to continue. ``settings`` (scheduler, objectives, space, inputs)

@@ -88,7 +88,7 @@ def _size_of(data: Payload) -> int | None:
         return None
 
 
-def _chunks(data: Payload) -> Sequence[bytes] | BinaryIO:
+def _chunks(data: Payload) -> list[bytes] | BinaryIO:
     if isinstance(data, bytes | bytearray | memoryview):
         mv = memoryview(data)
         return [bytes(mv[i:i + _CHUNK]) for i in range(0, len(mv), _CHUNK)] or [b""]

@@ -511,7 +511,7 @@ def compute_kernel(setup: ReplaySetup) -> dict[str, Any]:
 
     r = setup.run("upstream", backend="kernel")
     prep = prepare(r.events)
-    row = {"source": "kernel", "kind": "kernel", "params": "upstream (real Linux kernel)"}
+    row: dict[str, Any] = {"source": "kernel", "kind": "kernel", "params": "upstream (real Linux kernel)"}
     row |= dict(summarize_prepared(prep))
     row["completed"] = bool(r.counters.get("completed", True))
     row["emulation_ok"] = bool(r.counters.get("emulation_ok", True))
@@ -538,7 +538,7 @@ def compute_replay(setup: ReplaySetup, spec: ReplaySpec) -> dict[str, Any]:
 
     r = setup.run(spec.scheduler, spec.params)
     prep = prepare(r.events)
-    row = {"source": spec.scheduler, "kind": "scheduler", "params": params_text(spec.params)}
+    row: dict[str, Any] = {"source": spec.scheduler, "kind": "scheduler", "params": params_text(spec.params)}
     row |= dict(summarize_prepared(prep, r.samples))
     row["completed"] = bool(r.counters.get("completed"))
     return {"row": row, "figures": source_data(spec.scheduler, "scheduler", prep, r.samples, _MAX_POINTS),

@@ -169,15 +169,15 @@ def _run(plan: RunPlan, emu: Emulation, workdir: Path) -> dict[str, Any]:
     # (one per interface, Ethernet framing as on the wire, ns timestamps; merged per side at the end)
     dumps = {}
     for side, ns in (("client", lab.client_ns), ("server", lab.server_ns)):
-        for p in lab.paths:
-            f = workdir / f"{side}-{p.host_if}.pcap"
-            dumps[(side, f)] = lab.spawn(ns, ["tcpdump", "-i", p.host_if, "-s", str(SNAPLEN), "-B", "8192", "-n",
-                                              "-U", "--immediate-mode", "-Z", "root", "--time-stamp-precision=nano", "-w", str(f),
-                                              "tcp"])
-    dump_err = {side: LineReader(p.stderr) for side, p in dumps.items()}
-    for side, reader in dump_err.items():
+        for net in lab.paths:
+            pcap = workdir / f"{side}-{net.host_if}.pcap"
+            dumps[(side, pcap)] = lab.spawn(ns, ["tcpdump", "-i", net.host_if, "-s", str(SNAPLEN), "-B", "8192", "-n",
+                                                 "-U", "--immediate-mode", "-Z", "root", "--time-stamp-precision=nano",
+                                                 "-w", str(pcap), "tcp"])
+    dump_err = {key: LineReader(proc.stderr) for key, proc in dumps.items()}
+    for (dump_side, dump_file), reader in dump_err.items():
         if reader.wait_for("listening on", 10.0) is None:
-            raise RuntimeError(f"tcpdump ({side}) did not start: {reader.text(wait_s=0)[:300]}")
+            raise RuntimeError(f"tcpdump ({dump_side}, {dump_file.name}) did not start: {reader.text(wait_s=0)[:300]}")
     net0 = lab.paths[first.path]
     down = plan.transfer.direction == "down"
     common = ["--port", str(SERVER_PORT), "--cc", st.congestion_control, "--label", str(workdir)]
@@ -235,8 +235,8 @@ def _run(plan: RunPlan, emu: Emulation, workdir: Path) -> dict[str, Any]:
     for side in ("client", "server"):
         parts = [str(f) for (sd, f) in dumps if sd == side]
         run(["mergecap", "-F", "nsecpcap", "-w", str(workdir / f"{side}.pcap"), *parts])
-        for f in parts:
-            Path(f).unlink()
+        for part in parts:
+            Path(part).unlink()
     emulation = emu.stop()
     return {"t0_ns": t0, "end_ns": t_end - t0, "build_s": round(build_s, 3), "endpoints": reports,
             "capture_drops": capture_drops, "emulation": emulation, "delay_mode": emu.delay_mode,

@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from workbench.errors import InputError
-from workbench.timeline.model import PathTimeline, steps_from_series
+from workbench.timeline.model import PathTimeline, Source, steps_from_series
 
 __all__ = ["MAX_PERIOD_MS", "MTU_BYTES", "mahimahi_bins", "read_mahimahi", "read_mahimahi_ms"]
 
@@ -111,7 +111,7 @@ def read_mahimahi(down: str | Path | None, up: str | Path | None = None, *, name
         raise ValueError("read_mahimahi needs a down and/or an up trace")
     periods = {d: int(read_mahimahi_ms(p)[-1]) for d, p in given.items()}
     period_ms = max(periods.values())
-    series = {}
+    series: dict[str, tuple[list[int], list[float], Source]] = {}
     for d, p in given.items():
         bins = mahimahi_bins(p, bin_ns, packet_bytes, period_ms=period_ms)
         series[f"capacity_{d}_bps"] = (bins["t_ns"].to_list(), bins["capacity_bps"].to_list(), "measured")

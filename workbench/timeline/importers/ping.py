@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import polars as pl
@@ -148,7 +148,9 @@ def read_ping(path: str | Path, *, name: str | None = None, bin_ns: int = 1_000_
         .group_by("t_ns").agg(agg.alias("rtt_ns"), pl.len().alias("sent"), pl.col("rtt_ns").null_count().alias("lost"))
         .sort("t_ns")
     )
-    full = pl.DataFrame({"t_ns": pl.int_range(0, int(bins["t_ns"].max()) + bin_ns, bin_ns, eager=True)})
+    # (the log has at least one request: max() is an int)
+    full = pl.DataFrame({"t_ns": pl.int_range(0, int(cast(int, bins["t_ns"].max())) + bin_ns, bin_ns,
+                                              eager=True)})
     bins = full.join(bins, on="t_ns", how="left")
     t = bins["t_ns"].to_list()
     rtt = bins["rtt_ns"].to_list()

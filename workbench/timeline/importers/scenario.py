@@ -34,7 +34,7 @@ from workbench._safe_refs import check_scenario_keys, check_scenario_sizes, load
 from workbench.errors import InputError
 from workbench.timeline.importers.mahimahi import read_mahimahi
 from workbench.timeline.importers.rate_csv import parse_time_unit, read_rate_csv
-from workbench.timeline.model import PathTimeline, Timelines, steps_from_series
+from workbench.timeline.model import PathTimeline, Source, Timelines, steps_from_series
 
 __all__ = ["read_scenario", "scenario_timelines"]
 
@@ -45,7 +45,7 @@ _KNOWN = {"name", "kind", "buffer_packets", "buffer_bytes", "packet_bytes", "los
           *(f"{b}_{u}" for b in ("rate", "rate_down", "rate_up") for u in _RATE_KEYS),
           *(f"{b}_{u}" for b in ("owd", "owd_down", "owd_up") for u in _DELAY_KEYS)}
 
-Series = tuple[list[int], list[float], str]
+Series = tuple[list[int], list[float], Source]
 _MAX_T_NS = 2**62  # about 146 years: a later time is a mistake, and int64 ns must hold it
 
 
