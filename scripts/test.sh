@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 .venv/bin/ruff check .
-.venv/bin/python -m mypy   # the files listed in pyproject.toml [tool.mypy]
+.venv/bin/python -m mypy   # the whole package (pyproject.toml [tool.mypy])
 # Two workers for everything but the real-kernel measurements held to tolerances, which then run
 # alone: under a parallel run the kernel's own spread widens (emulation timing, endpoint scheduling).
 rc=0
