@@ -120,8 +120,8 @@ def summarize_prepared(prep: Prepared, samples: pl.DataFrame | None = None) -> S
         gp = goodput_from_data_acks(ev)  # the sender's capture alone
         out["goodput_source"] = "data_ack" if gp.height else None
     g = gp.row(0, named=True) if gp.height else {}
-    out["goodput_mbps"] = (cast(float, _f(g["goodput_bps"])) / 1e6
-                           if g.get("goodput_bps") is not None else None)
+    goodput_bps = _f(g.get("goodput_bps"))
+    out["goodput_mbps"] = goodput_bps / 1e6 if goodput_bps is not None else None
     out["delivered_bytes"] = g.get("bytes")
     out["completion_s"] = _f(g.get("completion_s"))
     out["undelivered_bytes"] = g.get("undelivered_bytes")
@@ -153,8 +153,8 @@ def summarize_prepared(prep: Prepared, samples: pl.DataFrame | None = None) -> S
         name = p["path"]
         out[f"bytes_{name}"] = p["bytes"]
         out[f"share_{name}"] = _f(p["share"])
-        out[f"throughput_mbps_{name}"] = (cast(float, _f(p["throughput_bps"])) / 1e6
-                                          if p["throughput_bps"] is not None else None)
+        throughput_bps = _f(p["throughput_bps"])
+        out[f"throughput_mbps_{name}"] = throughput_bps / 1e6 if throughput_bps is not None else None
         out[f"retrans_{name}"] = p["retrans"]
         out[f"reinjections_{name}"] = p["reinjections"]
 

@@ -609,14 +609,12 @@ def estimate_timelines(source: pl.DataFrame | _HasEvents, options: EstimateOptio
         ]
         if buffer_bytes is None:
             notes[-1] = "buffer unknown (too few delay samples to see a queue)"
+        # buffer_down_* or buffer_up_*
+        buffer: dict[str, Any] = {f"buffer_{down_dir}_bytes": buffer_bytes, f"buffer_{down_dir}_src":
+                                  None if buffer_bytes is None else ("lower_bound" if lower else "estimated")}
         paths.append(PathTimeline(
             name=str(path), steps=steps, kind="capacity", end_ns=max(int(t[-1]) + opt.bin_ns, cap_t[-1] + 1),
-            # (keys: buffer_down_* or buffer_up_*)
-            **cast("dict[str, Any]", {
-                f"buffer_{down_dir}_bytes": buffer_bytes,
-                f"buffer_{down_dir}_src": None if buffer_bytes is None else (
-                    "lower_bound" if lower else "estimated")}),
-            buffer_is_lower_bound=lower, t0_epoch_ns=t0, source="PacketEvents", notes=tuple(notes),
+            **buffer, buffer_is_lower_bound=lower, t0_epoch_ns=t0, source="PacketEvents", notes=tuple(notes),
             caveats=tuple(caveats), outages=tuple(outages_rel), loss_counts=tuple(counts.items())))
     return Timelines(paths)
 
