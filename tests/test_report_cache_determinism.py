@@ -1,4 +1,10 @@
-"""A report's numbers do not depend on whether the parsed-capture cache was cold or warm.
+"""A report's numbers do not depend on whether the caches (parsed captures, and the analysis of a
+capture: `workbench.capture._analysis_cache`) were cold or warm.
+
+The analysis cache must give back the tables as polars held them, not only their values: a column
+polars holds as one repeated value, gathered by `metrics._common.take`, keeps a group's float mean
+summed in another order, and the RTT mean of tests_mptcp-v1 differed in its last bit when the cached
+table had it row by row.
 
 The parsed tables were always equal; what differed was `estimate_timelines`' choice of a path's data
 direction when both directions carried the same payload (the echo transfers of tests_mptcp-fclose and
@@ -39,6 +45,7 @@ def test_report_metrics_cold_equal_warm(inp: Path, tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("WORKBENCH_CACHE", str(cache))
     cold = _report(inp, tmp_path / "cold")
     assert any(cache.glob("*.parquet")), "the cold run left no cache entry: the warm runs would not be warm"
+    assert any((cache / "analysis").glob("*.events.parquet")), "the cold run left no analysis cache entry"
     assert cold.height > 0
     for i in range(WARM_RUNS):
         warm = _report(inp, tmp_path / f"warm{i}")

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from polars.testing import assert_frame_equal
@@ -71,3 +72,50 @@ def test_forked_workers_give_the_serial_tables(tmp_path: Path) -> None:
     assert _worker.worker_context(2)[0].get_start_method() == "forkserver"
     assert_frame_equal(pl.read_parquet(tmp_path / "serial" / "metrics.parquet"),
                        pl.read_parquet(tmp_path / "forked" / "metrics.parquet"))
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_a_worker_that_dies_is_one_error_row_and_the_others_run(tmp_path: Path) -> None:
+    """The worker process is killed (SIGKILL) in the middle of an input: that input is an error row
+    saying the worker failed; the inputs after it get a new worker, the input in the report's own
+    process runs on, and the batch finishes."""
+    import signal
+    from multiprocessing import forkserver
+
+    from workbench.report import batch
+    from workbench.report.jobs import discover
+
+    lab = REPO / "traces" / "lab"
+    inputs = [str(lab / "c07"), str(lab / "c01"), *(str(REPO / "traces" / "fixtures" / n) for n in
+                                                     ("tests_mptcp-v1.pcap", "tests_mptcp-v0.pcap", "tests_mptcp-fclose.pcap"))]
+    jobs, _ = discover(inputs)
+    # Biggest first: c01 runs in this process, c07 (the next) in the worker, which dies during it.
+    victim = next(j.id for j in jobs if j.id.endswith("c07"))
+    results: dict[int, dict[str, Any]] = {}
+    killed: list[int] = []
+
+    def steps(job_id: str, done: int, total: int, label: str) -> None:
+        if job_id == victim and not killed:
+            server = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+            killed.extend(_children_of(server))
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+
+    batch._run_processes(jobs, resolve_settings("minrtt"), 2, lambda i, r: results.__setitem__(i, r), steps)
+    assert killed, "no step of the worker's input was seen while it ran"
+    assert len(results) == len(jobs)
+    by_id = {jobs[i].id: r for i, r in results.items()}
+    assert by_id[victim]["status"] == "error" and "worker failed" in by_id[victim]["error"]
+    assert all(r["status"] in ("ok", "partial") for k, r in by_id.items() if k != victim), \
+        {k: r.get("error") for k, r in by_id.items()}

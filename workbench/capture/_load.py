@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from workbench.capture._analysis_cache import analysis_key, read_analysis, write_analysis
 from workbench.capture._analyze import Analysis, analyze
 from workbench.capture._memory import check_fits
 from workbench.capture._pair import merge_pair
@@ -92,6 +93,22 @@ def load(
     # Refused before anything is read when the machine could not hold the analysis.
     inputs = [Path(source)] if isinstance(source, (str, Path)) else [Path(p) for p in source]
     check_fits(inputs + ([Path(peer)] if peer is not None else []))
+    # Looked at before (`_analysis_cache`); files that are not there are left to the reader's errors.
+    key = None
+    if use_cache and inputs and all(p.is_file() for p in [*inputs, *([Path(peer)] if peer is not None else [])]):
+        key = analysis_key(inputs, peer=None if peer is None else Path(peer), path_names=path_names, reader=reader,
+                           one_connection=not isinstance(source, (str, Path)))
+        hit = read_analysis(key)
+        if hit is not None:
+            return hit
+    capture = _analyzed(source, peer, path_names, reader, use_cache)
+    if key is not None:
+        write_analysis(key, capture)
+    return capture
+
+
+def _analyzed(source: str | Path | Sequence[str | Path], peer: str | Path | None, path_names: dict[str, str],
+              reader: str, use_cache: bool) -> Capture:
     if isinstance(source, (str, Path)):
         src_path = Path(source)
         packets, used, digest, notes = _read_one(src_path, reader, use_cache)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -135,6 +137,17 @@ def _meta_path(table: Path) -> Path:
 
 
 def _read_cached(table: Path) -> tuple[pl.DataFrame, str, list[str]] | None:
+    hit = read_entry(table, PACKETS)
+    if hit is None:
+        return None
+    df, meta = hit
+    return df, str(meta["reader"]), [str(n) for n in meta["notes"]]
+
+
+def read_entry(table: Path, schema: Mapping[str, pl.DataType] | None = None
+               ) -> tuple[pl.DataFrame, dict[str, Any]] | None:
+    """A cache entry's table and its meta dict, or None when there is no valid entry (an invalid one,
+    or one whose table does not follow ``schema``, is deleted)."""
     import json
 
     meta_file = _meta_path(table)
@@ -144,31 +157,38 @@ def _read_cached(table: Path) -> tuple[pl.DataFrame, str, list[str]] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        _drop_cached(table)
+        drop_entry(table)
         return None
     try:
         ok = (isinstance(meta, dict) and meta.get("format") == _META_FORMAT
               and meta.get("sha256") == hashlib.sha256(raw).hexdigest())
         if not ok:
-            _drop_cached(table)
+            drop_entry(table)
             return None
         df = pl.read_parquet(io.BytesIO(raw))
-        if list(df.schema.items()) != list(PACKETS.items()):
-            _drop_cached(table)
+        if schema is not None and list(df.schema.items()) != list(schema.items()):
+            drop_entry(table)
             return None
-        return df, str(meta["reader"]), [str(n) for n in meta["notes"]]
+        return df, meta
     except Exception:  # a checksum-valid entry that still does not read: rebuilt, never trusted
-        _drop_cached(table)
+        drop_entry(table)
         return None
 
 
-def _drop_cached(table: Path) -> None:
+def drop_entry(table: Path) -> None:
+    """Delete a cache entry (its table and meta file)."""
     for f in (table, _meta_path(table), table.with_suffix(".notes")):
         f.unlink(missing_ok=True)
 
 
 def _write_cached(target: Path, df: pl.DataFrame, reader: str, notes: list[str]) -> None:
-    """Cache entry: the table, then its meta file with the table's checksum, each written atomically."""
+    write_entry(target, df, {"reader": reader, "notes": notes})
+
+
+def write_entry(target: Path, df: pl.DataFrame, meta: dict[str, Any]) -> str | None:
+    """Cache entry: the table, then its meta file (``meta`` with the format and the table's checksum),
+    each written atomically. The checksum, or None when it could not be written (caching is an
+    optimisation: a read-only home must not break analysis)."""
     import json
 
     try:
@@ -176,7 +196,8 @@ def _write_cached(target: Path, df: pl.DataFrame, reader: str, notes: list[str])
         df.write_parquet(buf)
         raw = buf.getvalue()
         write_atomic(target, raw)
-        meta = {"format": _META_FORMAT, "reader": reader, "notes": notes, "sha256": hashlib.sha256(raw).hexdigest()}
-        write_atomic(_meta_path(target), json.dumps(meta))
+        digest = hashlib.sha256(raw).hexdigest()
+        write_atomic(_meta_path(target), json.dumps(meta | {"format": _META_FORMAT, "sha256": digest}))
     except OSError:
-        pass  # caching is an optimisation: a read-only home must not break analysis
+        return None
+    return digest

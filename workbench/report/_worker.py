@@ -5,7 +5,7 @@ Why a fork server: a worker started from scratch ("spawn") spends about 0.4 s of
 polars, numpy, plotly and the engine before its first input, and every worker pays it again: on two
 cores that was about a tenth of the bundled-traces report. The fork server imports it once
 (`WORKER_MODULES`); it is started as soon as the report knows it will run inputs in parallel, and
-while the report waits for it (a core idle) the report imports what its own pages need.
+while it imports, the report process runs its first input itself (`batch._run_processes`).
 Forking the report process itself is not an option: it has polars' thread pool running, and forking a
 threaded process can deadlock the child. The fork server only imports (no polars query has run in it).
 
@@ -22,10 +22,11 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from workbench.report.html import with_page
 from workbench.report.jobs import JobSpec
 from workbench.report.pipeline import ReportSettings, run_job
 
-__all__ = ["WORKER_MODULES", "run_in_worker", "spawn_env", "start_workers", "threads_per_worker", "worker_context"]
+__all__ = ["WORKER_MODULES", "init_worker", "run_in_worker", "spawn_env", "start_workers", "threads_per_worker", "worker_context"]
 
 # What the fork server imports (`_preload`: everything a job needs; this module for the entry point).
 WORKER_MODULES = ("workbench.report._worker", "workbench.report._preload")
@@ -83,10 +84,23 @@ def spawn_env(threads: str) -> contextlib.AbstractContextManager[None]:
     return _polars_threads(threads)
 
 
-def run_in_worker(spec: JobSpec, settings: ReportSettings, queue: Any) -> dict[str, Any]:
-    """Entry point in a worker process: run the job, report its steps through ``queue``."""
+# Where a worker's steps go (`init_worker`); None: nowhere.
+_progress: Any = None
+
+
+def init_worker(progress: Any) -> None:
+    """A worker process's initializer: its steps go to ``progress`` (a multiprocessing queue the
+    report reads). Best effort: a worker never waits at exit for steps the report did not read."""
+    global _progress
+    progress.cancel_join_thread()
+    _progress = progress
+
+
+def run_in_worker(spec: JobSpec, settings: ReportSettings) -> dict[str, Any]:
+    """Entry point in a worker process: run the job and make its page (`html.with_page`), report its
+    steps (`init_worker`)."""
     def cb(done: int, total: int, label: str) -> None:
         # Progress is best effort: a full or closed queue never fails a job.
         with contextlib.suppress(Exception):
-            queue.put_nowait((spec.id, done, total, label))
-    return run_job(spec, settings, cb)
+            _progress.put_nowait((spec.id, done, total, label))
+    return with_page(run_job(spec, settings, cb if _progress is not None else None))

@@ -16,7 +16,6 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import json
 import os
@@ -29,12 +28,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from workbench.errors import InputError
 from workbench.report import _worker
 from workbench.report.jobs import JobSpec, Skipped, discover
 from workbench.report.pipeline import ReportSettings, run_job
+
+if TYPE_CHECKING:
+    import concurrent.futures
+    import queue
 
 __all__ = ["BatchOutcome", "resolve_settings", "run_report", "write_atomic"]
 
@@ -153,17 +156,108 @@ def _run_serial(jobs: list[JobSpec], settings: ReportSettings, sink: ResultSink,
 
 def _run_processes(jobs: list[JobSpec], settings: ReportSettings, n_workers: int, sink: ResultSink,
                    steps: StepSink) -> None:
+    """``n_workers`` inputs at a time: one in this process (a thread), the others in worker processes.
+
+    Why this process runs inputs too: a worker's first input waits for the fork server's imports
+    (about 0.6 s, see `_worker`), while this process has most of them already and would otherwise only
+    wait; on two cores that wait was about a tenth of the bundled-traces report. What it gives up: a
+    worker that dies (a crash in native code) becomes that input's error row, while a crash in this
+    process ends the report, as with ``--jobs 1``. Each slot takes the next input when its own is
+    done, biggest inputs first (longest-processing-time-first: a large capture started last would run
+    alone at the end while the other slots idle). The tables are ordered by input index, not by
+    completion, so none of this changes the output."""
+    import collections
     import concurrent.futures as cf
     import queue as queue_mod
 
     # Forked from the fork server when it runs with this pool size (see `_worker`), else spawned.
     ctx, threads = _worker.worker_context(n_workers)
-    # Biggest inputs first (longest-processing-time-first): a large capture submitted last would
-    # otherwise run alone at the end while the other workers idle. The tables are ordered by input
-    # index, not by completion, so this order changes nothing in the output.
-    order = sorted(range(len(jobs)), key=lambda i: (-_input_bytes(jobs[i]), i))
-    with _worker.spawn_env(threads):
-        _pool(ctx, cf, queue_mod, jobs, order, settings, n_workers, sink, steps)
+    todo = collections.deque(sorted(range(len(jobs)), key=lambda i: (-_input_bytes(jobs[i]), i)))
+    here: queue_mod.SimpleQueue[tuple[str, int, int, str]] = queue_mod.SimpleQueue()  # this process's steps
+    # Progress from the workers (best effort, see `_worker.init_worker`); steps are shown by this thread only.
+    there = ctx.Queue()
+    running: dict[cf.Future[dict[str, Any]], tuple[int, bool]] = {}
+    finished: set[str] = set()
+    pool: cf.ProcessPoolExecutor | None = None  # made at the first input a worker runs
+
+    def new_pool() -> cf.ProcessPoolExecutor:
+        with _worker.spawn_env(threads):
+            return cf.ProcessPoolExecutor(max_workers=n_workers - 1, mp_context=ctx, initializer=_worker.init_worker,
+                                          initargs=(there,))
+
+    def start(*, local: bool) -> None:
+        nonlocal pool
+        i = todo.popleft()
+        if local:
+            running[_in_thread(jobs[i], settings, here)] = (i, True)
+            return
+        if pool is None:
+            pool = new_pool()
+        try:
+            running[pool.submit(_worker.run_in_worker, jobs[i], settings)] = (i, False)
+        except cf.process.BrokenProcessPool:
+            # A worker died (its input is an error row, below): the inputs after it get new workers.
+            pool.shutdown(wait=False)
+            pool = new_pool()
+            running[pool.submit(_worker.run_in_worker, jobs[i], settings)] = (i, False)
+
+    def show_steps() -> None:
+        for q in (here, there):
+            while True:
+                try:
+                    step = q.get_nowait()
+                except queue_mod.Empty:
+                    break
+                if step[0] not in finished:  # a worker's step can arrive after its result
+                    steps(*step)
+
+    start(local=True)  # first: starting a worker waits for the fork server's imports
+    try:
+        for _ in range(n_workers - 1):
+            if todo:
+                start(local=False)
+        while running:
+            done, _ = cf.wait(running, timeout=0.1, return_when=cf.FIRST_COMPLETED)
+            show_steps()
+            ended = sorted((running.pop(f), f) for f in done)
+            for (_, local), _f in ended:
+                if todo:  # each slot's next input starts before any page is written
+                    start(local=local)
+            for (i, _), f in ended:
+                finished.add(jobs[i].id)
+                try:
+                    sink(i, f.result())
+                except Exception as e:  # a worker that died: that input becomes an error row
+                    sink(i, _crashed(jobs[i], e))
+    except BaseException:
+        # Interrupted (Ctrl-C) or the parent failed: do not start queued inputs, do not wait (the
+        # thread running this process's input is a daemon: it does not hold the exit up either).
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    if pool is not None:
+        pool.shutdown(wait=True)
+    there.close()
+
+
+def _in_thread(spec: JobSpec, settings: ReportSettings, steps: queue.SimpleQueue[tuple[str, int, int, str]]
+               ) -> concurrent.futures.Future[dict[str, Any]]:
+    """`run_job` in a daemon thread of this process, as a future; its steps go into ``steps``."""
+    import concurrent.futures as cf
+    import threading
+
+    from workbench.report.html import with_page
+
+    fut: cf.Future[dict[str, Any]] = cf.Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(with_page(run_job(spec, settings, lambda d, t, lab: steps.put((spec.id, d, t, lab)))))
+        except BaseException as e:  # run_job turns an input's errors into its result; this is a bug
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name=f"report-{spec.id}", daemon=True).start()
+    return fut
 
 
 def _input_bytes(spec: JobSpec) -> int:
@@ -172,34 +266,6 @@ def _input_bytes(spec: JobSpec) -> int:
         with contextlib.suppress(OSError):
             total += Path(f).stat().st_size
     return total
-
-
-def _pool(ctx: Any, cf: Any, queue_mod: Any, jobs: list[JobSpec], order: list[int], settings: ReportSettings,
-          n_workers: int, sink: ResultSink, steps: StepSink) -> None:
-    with ctx.Manager() as manager:
-        q = manager.Queue()
-        pool = cf.ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx)
-        try:
-            futures = {pool.submit(_worker.run_in_worker, jobs[i], settings, q): i for i in order}
-            pending = set(futures)
-            while pending:
-                done, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
-                while True:
-                    try:
-                        steps(*q.get_nowait())
-                    except queue_mod.Empty:
-                        break
-                for f in sorted(done, key=lambda f: futures[f]):
-                    i = futures[f]
-                    try:
-                        sink(i, f.result())
-                    except Exception as e:  # a worker that died: that input becomes an error row
-                        sink(i, _crashed(jobs[i], e))
-        except BaseException:
-            # Interrupted (Ctrl-C) or the parent failed: do not start queued inputs, do not wait.
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown(wait=True)
 
 
 def _run_dask(jobs: list[JobSpec], settings: ReportSettings, address: str, sink: ResultSink) -> None:
@@ -251,15 +317,14 @@ def _copy_plotly(out_dir: Path) -> None:
 
 
 def _write_page(out_dir: Path, result: dict[str, Any]) -> str | None:
-    from workbench.report.figures import build_figures
-    from workbench.report.html import input_page
+    """Write the input's page, made here unless it was where the input ran (`html.with_page`)."""
+    from workbench.report.html import with_page
 
-    if result["status"] == "error" or result.get("figures") is None:
+    page = (result if "page_html" in result else with_page(result)).pop("page_html")
+    if page is None:
         return None
     name = f"{result['id']}.html"
-    figs = build_figures(result["figures"])
-    result["n_figures"] = len(figs)
-    write_atomic(out_dir / name, input_page(result, figs))
+    write_atomic(out_dir / name, page)
     return name
 
 
@@ -424,11 +489,7 @@ def _run_report_locked(inputs: Sequence[str | Path], out_dir: str | Path, settin
         raise InputError(None, "no inputs found (folders held no capture, CSV export, timelines or scenario)")
     n_workers = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
     if executor == "local" and min(n_workers, sum(j.error is None for j in job_list)) > 1:
-        _worker.start_workers(n_workers)  # its imports run while this process goes on
-        # This process waits for the fork server before its first input can start, a core idle:
-        # meanwhile it imports what its pages need (plotly, the figures), as it would later anyway
-        # when the workers keep both cores busy.
-        importlib.import_module("workbench.report._preload")
+        _worker.start_workers(n_workers)  # its imports run while this process goes on (its first input)
     _copy_plotly(out)
     results: list[dict[str, Any] | None] = [None] * len(job_list)
     console = Console(stderr=True)
@@ -446,8 +507,6 @@ def _run_report_locked(inputs: Sequence[str | Path], out_dir: str | Path, settin
 
         def sink(i: int, result: dict[str, Any]) -> None:
             result["page"] = _write_page(folder.staging, result)  # published when every input is done
-            # The pickled figure data is not needed once the page is written.
-            result["figures"] = None
             results[i] = result
             tid = tasks.pop(job_list[i].id, None)
             if tid is not None:

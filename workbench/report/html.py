@@ -11,7 +11,7 @@ from typing import Any
 
 from workbench.report.made_with import DEFAULT_SCHEDULER
 
-__all__ = ["KERNEL_SCHEDULER", "MADE_WITH", "PLOTLY_ASSET", "fmt", "index_page", "input_page"]
+__all__ = ["KERNEL_SCHEDULER", "MADE_WITH", "PLOTLY_ASSET", "fmt", "index_page", "input_page", "with_page"]
 
 PLOTLY_ASSET = "assets/plotly.min.js"
 
@@ -215,6 +215,22 @@ def input_page(result: dict[str, Any], figures: Sequence[tuple[str, str, Any]]) 
         parts.append(f'<div class="fig" id="sec-{fig_id}">{div}<p class="cap">{_e(caption)}</p></div>')
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def with_page(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` (`run_job`'s) with its page (``page_html``; None for an input without one) and
+    figure count, and without the figure data the page was drawn from. Called where the input ran
+    (a worker process, the report's input thread): each runs its own inputs' pages, and the report
+    process, which only writes them, is left free."""
+    from workbench.report.figures import build_figures
+
+    result["page_html"] = None
+    if result["status"] != "error" and result.get("figures") is not None:
+        figs = build_figures(result["figures"])
+        result["n_figures"] = len(figs)
+        result["page_html"] = input_page(result, figs)
+    result["figures"] = None  # not needed once the page is made
+    return result
 
 
 def _plotly_dict(fig: Any) -> dict[str, Any]:
