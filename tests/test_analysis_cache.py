@@ -41,6 +41,10 @@ def _same(a: Capture, b: Capture) -> None:
         (b.source, b.peer, b.warnings, b.reader, b.content_hashes)
 
 
+def _key(src: Path) -> str:
+    return analysis_key([src], peer=None, path_names={}, reader="auto", one_connection=False)
+
+
 def _no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
     """From now on a load that reads a capture fails: only a cache hit can succeed."""
     def refuse(*_: Any, **__: Any) -> None:
@@ -78,7 +82,7 @@ def test_damaged_entry_is_rebuilt(table: str, how: str, cache: Path, monkeypatch
     src, peer = CASES["v1"]
     truth = load(src, peer=peer, use_cache=False)
     load(src, peer=peer)
-    key = analysis_key([src], peer=peer, path_names={}, reader="auto", one_connection=False)
+    key = _key(src)
     name = table if table.endswith(".json") else f"{table}.parquet"
     _damage(_entry(key, "events").with_name(_entry(key, "events").name.replace("events.parquet", name)), how)
     _same(load(src, peer=peer), truth)  # rebuilt from the capture ...
@@ -86,14 +90,19 @@ def test_damaged_entry_is_rebuilt(table: str, how: str, cache: Path, monkeypatch
     _same(load(src, peer=peer), truth)  # ... whole again, and used
 
 
-def test_entry_of_another_key_is_not_used(cache: Path) -> None:
-    """An entry whose meta names another key (a file copied over from another entry) is not trusted."""
-    src, other = FIXTURES / "tests_mptcp-v1.pcap", FIXTURES / "tests_mptcp-v0.pcap"
+def _cached_twice(src: Path, other: Path) -> Capture:
+    """The uncached load of ``src``; both captures are in the cache."""
     truth = load(src, use_cache=False)
     load(src)
     load(other)
-    k_src = analysis_key([src], peer=None, path_names={}, reader="auto", one_connection=False)
-    k_other = analysis_key([other], peer=None, path_names={}, reader="auto", one_connection=False)
+    return truth
+
+
+def test_entry_of_another_key_is_not_used(cache: Path) -> None:
+    """An entry whose meta names another key (a file copied over from another entry) is not trusted."""
+    src, other = FIXTURES / "tests_mptcp-v1.pcap", FIXTURES / "tests_mptcp-v0.pcap"
+    truth = _cached_twice(src, other)
+    k_src, k_other = _key(src), _key(other)
     for t in ("events", "connections", "subflows"):
         for suffix in (".parquet", ".meta.json"):
             shutil.copy(_entry(k_other, t).with_suffix(suffix), _entry(k_src, t).with_suffix(suffix))
@@ -133,11 +142,8 @@ def test_table_of_another_entry_is_not_used(cache: Path) -> None:
     """A valid connections table of another capture in this entry's place (its own checksum is right)
     is caught: the events' entry names the other two tables by checksum."""
     src, other = FIXTURES / "tests_mptcp-v1.pcap", LAB / "client.pcap"
-    truth = load(src, use_cache=False)
-    load(src)
-    load(other)
-    k_src = analysis_key([src], peer=None, path_names={}, reader="auto", one_connection=False)
-    k_other = analysis_key([other], peer=None, path_names={}, reader="auto", one_connection=False)
+    truth = _cached_twice(src, other)
+    k_src, k_other = _key(src), _key(other)
     for suffix in (".parquet", ".meta.json"):
         shutil.copy(_entry(k_other, "connections").with_suffix(suffix), _entry(k_src, "connections").with_suffix(suffix))
     _same(load(src), truth)
