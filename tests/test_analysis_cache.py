@@ -147,3 +147,22 @@ def test_table_of_another_entry_is_not_used(cache: Path) -> None:
     for suffix in (".parquet", ".meta.json"):
         shutil.copy(_entry(k_other, "connections").with_suffix(suffix), _entry(k_src, "connections").with_suffix(suffix))
     _same(load(src), truth)
+
+
+def test_a_cold_load_hashes_each_file_once(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key's content hashes are the parse cache's too: a 6 MB capture is not read twice to hash it."""
+    import workbench.capture._analysis_cache as ac
+    import workbench.capture._read as read_mod
+
+    hashed: list[Path] = []
+    real = read_mod.content_hash
+
+    def counted(path: Path) -> str:
+        hashed.append(Path(path))
+        return real(path)
+
+    for mod in (read_mod, ac, load_mod):
+        monkeypatch.setattr(mod, "content_hash", counted)
+    src, peer = CASES["pair"]
+    load(src, peer=peer)
+    assert sorted(hashed) == sorted([src, peer])

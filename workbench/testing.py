@@ -266,7 +266,7 @@ class _Probe(Layer):
             self._tick()
         before = _snapshot(conn, subflows)
         probe = _ConnProbe(conn)
-        d = self.inner.select(probe, subflows)  # type: ignore[arg-type]
+        d = self.inner.select(probe, subflows)
         now = conn.now_ns
         self._check_read_only(conn, subflows, probe, before, now)
         if d is None:

@@ -34,8 +34,8 @@ def get_backend(backend: str | Backend, **kw: Any) -> Backend:
         return ModelBackend(**kw)
     if backend == "kernel":
         try:
-            from workbench.backends._kernel import KernelBackend  # type: ignore[attr-defined]
+            from workbench.backends._kernel import KernelBackend
         except ImportError as e:
             raise InputError(None, f"the kernel backend is not available ({e})") from None
-        return KernelBackend(**kw)  # type: ignore[no-any-return]
+        return KernelBackend(**kw)
     raise InputError(None, f"unknown backend {backend!r}; known: {', '.join(available_backends())}")

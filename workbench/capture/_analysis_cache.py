@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,10 +47,14 @@ def _code_digest() -> str:
 
 
 def analysis_key(files: Sequence[Path], *, peer: Path | None, path_names: dict[str, str], reader: str,
-                 one_connection: bool) -> str:
-    """The cache key of `load`'s result for these arguments (reads every file to hash it)."""
-    doc = {"files": [[str(f), content_hash(f)] for f in files],
-           "peer": None if peer is None else [str(peer), content_hash(peer)],
+                 one_connection: bool, digests: Mapping[Path, str] | None = None) -> str:
+    """The cache key of `load`'s result for these arguments. ``digests``: the files' `content_hash`
+    when the caller has them (else every file is read to hash it)."""
+    def digest(f: Path) -> str:
+        return (digests or {}).get(f) or content_hash(f)
+
+    doc = {"files": [[str(f), digest(f)] for f in files],
+           "peer": None if peer is None else [str(peer), digest(peer)],
            "path_names": sorted(path_names.items()), "reader": reader, "one_connection": one_connection,
            "code": _code_digest()}
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()

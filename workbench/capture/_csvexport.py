@@ -178,11 +178,10 @@ def read_csv_export(path: str | Path) -> pl.DataFrame:
         "tcp.len": parsed["payload_len"].is_null(),
         "tcp.flags": parsed["flags"].is_null() | (parsed["flags"] > 0xFFF) | (parsed["flags"] < 0),  # "0x-1" parses
     }
-    out: str | pl.DataFrame  # a column name here, the parsed table below
-    for name, out in (("tcp.options.mptcp.rawdataseqno", "dss_dsn"),
+    for name, col in (("tcp.options.mptcp.rawdataseqno", "dss_dsn"),
                       ("tcp.options.mptcp.rawdataack", "dss_data_ack")):
         if name in raw.columns:
-            checks[name] = raw[name].is_not_null() & parsed[out].is_null()
+            checks[name] = raw[name].is_not_null() & parsed[col].is_null()
     for name, bad in checks.items():
         if bad.any():
             row = int(cast(int, bad.arg_max()))  # first True (there is one: bad.any())

@@ -3,7 +3,7 @@ per-subflow CSV exports, loaded into PacketEvents with connection and subflow ta
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from workbench.capture._analysis_cache import analysis_key, read_analysis, write
 from workbench.capture._analyze import Analysis, analyze
 from workbench.capture._memory import check_fits
 from workbench.capture._pair import merge_pair
-from workbench.capture._read import read_packets
+from workbench.capture._read import content_hash, read_packets
 from workbench.capture.schema import PACKETS
 from workbench.errors import InputError
 
@@ -60,18 +60,20 @@ def parse_path_names(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _read_one(path: Path, reader: str, use_cache: bool) -> tuple[pl.DataFrame, str, str, list[str]]:
-    r = read_packets(path, reader=reader, use_cache=use_cache)
+def _read_one(path: Path, reader: str, use_cache: bool, digests: Mapping[Path, str]
+              ) -> tuple[pl.DataFrame, str, str, list[str]]:
+    r = read_packets(path, reader=reader, use_cache=use_cache, digest=digests.get(path))
     if r.packets.is_empty():
         raise InputError(path, "no TCP packets in the capture")
     return r.packets, r.reader, r.content_hash, [f"{path.name}: {n}" for n in r.notes]
 
 
-def _read_csv_group(paths: Sequence[Path], use_cache: bool) -> tuple[pl.DataFrame, list[str]]:
+def _read_csv_group(paths: Sequence[Path], use_cache: bool, digests: Mapping[Path, str]
+                    ) -> tuple[pl.DataFrame, list[str]]:
     """Per-subflow CSV exports of one connection: one table, frames renumbered in time order."""
     tables, hashes = [], []
     for i, p in enumerate(paths):
-        r = read_packets(p, use_cache=use_cache)
+        r = read_packets(p, use_cache=use_cache, digest=digests.get(p))
         tables.append(r.packets.with_columns(file_index=pl.lit(i)))
         hashes.append(r.content_hash)
     both = pl.concat(tables).sort("t_ns", "file_index", "frame")
@@ -92,26 +94,28 @@ def load(
     path_names = path_names or {}
     # Refused before anything is read when the machine could not hold the analysis.
     inputs = [Path(source)] if isinstance(source, (str, Path)) else [Path(p) for p in source]
-    check_fits(inputs + ([Path(peer)] if peer is not None else []))
+    files = inputs + ([Path(peer)] if peer is not None else [])
+    check_fits(files)
     # Looked at before (`_analysis_cache`); files that are not there are left to the reader's errors.
-    key = None
-    if use_cache and inputs and all(p.is_file() for p in [*inputs, *([Path(peer)] if peer is not None else [])]):
+    key, digests = None, {}
+    if use_cache and inputs and all(p.is_file() for p in files):
+        digests = {p: content_hash(p) for p in files}  # the key's, and the parse cache's on a miss
         key = analysis_key(inputs, peer=None if peer is None else Path(peer), path_names=path_names, reader=reader,
-                           one_connection=not isinstance(source, (str, Path)))
+                           one_connection=not isinstance(source, (str, Path)), digests=digests)
         hit = read_analysis(key)
         if hit is not None:
             return hit
-    capture = _analyzed(source, peer, path_names, reader, use_cache)
+    capture = _analyzed(source, peer, path_names, reader, use_cache, digests)
     if key is not None:
         write_analysis(key, capture)
     return capture
 
 
 def _analyzed(source: str | Path | Sequence[str | Path], peer: str | Path | None, path_names: dict[str, str],
-              reader: str, use_cache: bool) -> Capture:
+              reader: str, use_cache: bool, digests: Mapping[Path, str]) -> Capture:
     if isinstance(source, (str, Path)):
         src_path = Path(source)
-        packets, used, digest, notes = _read_one(src_path, reader, use_cache)
+        packets, used, digest, notes = _read_one(src_path, reader, use_cache, digests)
         hashes = [digest]
         analysis = analyze(packets, path_names=path_names)
         name = str(src_path)
@@ -119,7 +123,7 @@ def _analyzed(source: str | Path | Sequence[str | Path], peer: str | Path | None
         paths = [Path(p) for p in source]
         if not paths:
             raise InputError(None, "no input files")
-        packets, hashes = _read_csv_group(paths, use_cache)
+        packets, hashes = _read_csv_group(paths, use_cache, digests)
         used, notes = "csv", []
         # The streams of the files are subflows of one connection (the files say so, not the keys),
         # except a stream whose data sequence numbers are another connection's (`split_by_dsn_space`).
@@ -130,7 +134,7 @@ def _analyzed(source: str | Path | Sequence[str | Path], peer: str | Path | None
     peer_name = None
     if peer is not None:
         peer_path = Path(peer)
-        p_packets, _, p_digest, p_notes = _read_one(peer_path, reader, use_cache)
+        p_packets, _, p_digest, p_notes = _read_one(peer_path, reader, use_cache, digests)
         hashes.append(p_digest)
         peer_analysis = analyze(p_packets, path_names=path_names)
         events, pair_warnings = merge_pair(analysis, peer_analysis, first_name=name, second_name=str(peer_path))

@@ -183,9 +183,8 @@ def _address_strings(is6: np.ndarray, hi: np.ndarray, lo: np.ndarray) -> pl.Seri
     if not is6.any():
         keys = pl.Series(lo)
         unique = keys.unique()
-        text: pl.Series | list[str]  # a Series here, a list below
-        text = pl.Series([str(ipaddress.IPv4Address(low & 0xFFFFFFFF)) for low in unique], dtype=pl.String)
-        return keys.replace_strict(unique, text, return_dtype=pl.String)
+        v4 = pl.Series([str(ipaddress.IPv4Address(low & 0xFFFFFFFF)) for low in unique], dtype=pl.String)
+        return keys.replace_strict(unique, v4, return_dtype=pl.String)
     frame = pl.DataFrame({"v6": is6, "hi": hi, "lo": lo})
     distinct = frame.unique()
     text = [str(ipaddress.IPv6Address((h << 64) | low) if v6 else ipaddress.IPv4Address(low & 0xFFFFFFFF))

@@ -103,13 +103,15 @@ def _read_uncached(path: Path, kind: str, reader: str) -> tuple[pl.DataFrame, st
     return packets, "native", notes
 
 
-def read_packets(path: str | Path, *, reader: str = "auto", use_cache: bool = True) -> ReadResult:
-    """Read one capture or CSV export into a PACKETS table. `reader`: "auto", "native" or "tshark"."""
+def read_packets(path: str | Path, *, reader: str = "auto", use_cache: bool = True,
+                 digest: str | None = None) -> ReadResult:
+    """Read one capture or CSV export into a PACKETS table. `reader`: "auto", "native" or "tshark";
+    ``digest``: the file's `content_hash` when the caller has it already (else it is read)."""
     p = Path(path)
     if not p.is_file():
         raise InputError(p, "no such file" if not p.exists() else "not a regular file")
     kind = _sniff(p)
-    digest = content_hash(p)
+    digest = digest or content_hash(p)
     cached = cache_dir() / f"{digest[:32]}-{kind}-{reader}-v{READER_VERSION}.parquet"
     if use_cache:
         hit = _read_cached(cached)

@@ -320,7 +320,9 @@ def _write_page(out_dir: Path, result: dict[str, Any]) -> str | None:
     """Write the input's page, made here unless it was where the input ran (`html.with_page`)."""
     from workbench.report.html import with_page
 
-    page = (result if "page_html" in result else with_page(result)).pop("page_html")
+    if "page_html" not in result:  # the serial and Dask paths, and discovery's error rows
+        with_page(result)
+    page = result.pop("page_html")
     if page is None:
         return None
     name = f"{result['id']}.html"

@@ -36,7 +36,6 @@ def classify_retransmissions(retx_ns: Sequence[int], *, hot_bin_starts_ns: Seque
     counts = {"overflow": 0, "outage": 0, "burst": 0, "random": 0}
     hot = list(hot_bin_starts_ns)
     rest: list[int] = []
-    tr: int | None  # int here, None as the end marker of the cluster loop below
     for tr in sorted(retx_ns):
         if any(a - around_ns <= tr <= b + around_ns for a, b in outages):
             counts["outage"] += 1
@@ -50,11 +49,11 @@ def classify_retransmissions(retx_ns: Sequence[int], *, hot_bin_starts_ns: Seque
     # Clusters: a run of retransmissions each within the window of the previous one.
     window = burst_ns if span_ns is None or not rest else min(burst_ns, 0.1 * span_ns / len(rest))
     run: list[int] = []
-    for tr in [*rest, None]:
-        if tr is not None and run and tr - run[-1] <= window:
-            run.append(tr)
+    for t in [*rest, None]:  # None: the end marker
+        if t is not None and run and t - run[-1] <= window:
+            run.append(t)
             continue
         if run:
             counts["burst" if len(run) >= burst_min else "random"] += len(run)
-        run = [tr] if tr is not None else []
+        run = [t] if t is not None else []
     return counts

@@ -54,18 +54,18 @@ def handshake_rtt_ns(conn_events: pl.DataFrame) -> dict[str, int]:
             first_c2s = g.filter(~syn & (pl.col("dir") == "c2s") & (pl.col("point") == "snd")
                                  & (pl.col("t_ns") >= sa))["t_ns"]
             if first_c2s.len():
-                t_c = int(first_c2s[0])  # type: ignore[arg-type]
+                t_c = int(first_c2s[0])
                 data = g.filter((pl.col("dir") == "s2c") & (pl.col("point") == "rcv") & (pl.col("payload_bytes") > 0)
                                 & (pl.col("t_ns") > t_c))["t_ns"]
                 if data.len():
-                    samples.append(int(data[0]) - t_c)  # type: ignore[arg-type]
+                    samples.append(int(data[0]) - t_c)
         synacks_snd = g.filter(syn & ack & (pl.col("dir") == "s2c") & (pl.col("point") == "snd"))["t_ns"].to_list()
         if synacks_snd:
             sa = synacks_snd[-1]
             acks = g.filter(~syn & ack & (pl.col("dir") == "c2s") & (pl.col("point") == "rcv")
                             & (pl.col("t_ns") >= sa))["t_ns"]
             if acks.len():
-                samples.append(int(acks[0]) - sa)  # type: ignore[arg-type]
+                samples.append(int(acks[0]) - sa)
         samples = [s for s in samples if s > 0]
         if samples:
             p = str(path)

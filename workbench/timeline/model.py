@@ -198,7 +198,7 @@ class PathTimeline:
         object.__setattr__(self, "steps", steps)
         object.__setattr__(self, "notes", tuple(self.notes))
         object.__setattr__(self, "caveats", tuple(
-            c if isinstance(c, Caveat) else Caveat.from_dict(c) for c in self.caveats))  # type: ignore[arg-type]
+            c if isinstance(c, Caveat) else Caveat.from_dict(c) for c in self.caveats))
         object.__setattr__(self, "outages", tuple((int(a), int(b)) for a, b in self.outages))
         object.__setattr__(self, "loss_counts", tuple((str(k), int(v)) for k, v in
                                                       (self.loss_counts.items() if isinstance(self.loss_counts, Mapping)

@@ -40,12 +40,12 @@ def _dirs(direction: Direction) -> tuple[str, ...]:
 
 def _apply(x: T, fn: Callable[[PathTimeline], PathTimeline], paths: str | Sequence[str] | None) -> T:
     if isinstance(x, PathTimeline):
-        return fn(x)  # type: ignore[return-value]
+        return fn(x)
     names = [paths] if isinstance(paths, str) else (list(x) if paths is None else list(paths))
     for n in names:
         if n not in x:
             raise InputError(None, f"no path {n!r}; paths are {list(x)}")
-    return Timelines([fn(tl) if name in names else tl for name, tl in x.items()])  # type: ignore[return-value]
+    return Timelines([fn(tl) if name in names else tl for name, tl in x.items()])
 
 
 def _note(tl: PathTimeline, note: str) -> tuple[str, ...]:

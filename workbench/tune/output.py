@@ -86,7 +86,7 @@ def changes(agg: Mapping[str, float | None] | None, baseline: Mapping[str, float
     out: dict[str, dict[str, float | None]] = {}
     for m in metrics:
         new, old = (agg or {}).get(m), (baseline or {}).get(m)
-        rel = (new - old) / abs(old) if new is not None and old not in (None, 0) else None  # type: ignore[operator]
+        rel = (new - old) / abs(old) if new is not None and old not in (None, 0) else None
         out[m] = {"default": old, "tuned": new, "change": rel}
     return out
 

@@ -124,7 +124,7 @@ def run_tuning(s: TuneSettings, cb: Callbacks | None = None) -> TuneOutcome:
 
     # Ready-made `TuneInput`s (the page's one replay setup) are tuned as they are.
     inputs = (cast("list[TuneInput]", list(s.inputs))
-              if s.inputs and all(isinstance(i, TuneInput) for i in s.inputs)  # type: ignore[misc]
+              if s.inputs and all(isinstance(i, TuneInput) for i in s.inputs)
               else load_inputs(list(s.inputs), workload=s.workload, duration_ns=s.duration_ns))
     holdout = load_inputs(list(s.holdout), workload=s.workload, duration_ns=s.duration_ns) if s.holdout else []
     if any(o.name == "completion" for o in objectives):

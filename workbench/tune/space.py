@@ -209,7 +209,7 @@ def default_in_space(dims: Sequence[Dim]) -> dict[str, Any] | None:
         if d.kind == "categorical":
             if d.default not in (d.choices or ()):
                 return None
-        elif not (d.low <= d.default <= d.high):  # type: ignore[operator]
+        elif not (d.low <= d.default <= d.high):
             return None
         out[d.name] = d.default
     return out

@@ -394,7 +394,7 @@ def replay_plan(cap: Any, conn: int, overview: dict[str, Any], wl: WorkloadSpec)
     from workbench.experiment import FiniteWorkload as Finite
 
     ev = cap.connection(conn)
-    span_ns = int(ev["t_ns"].max() - ev["t_ns"].min())  # type: ignore[operator]
+    span_ns = int(ev["t_ns"].max() - ev["t_ns"].min())
     finite_cap = max(FINITE_CAP_FACTOR * span_ns, 30_000_000_000)
     delivered = overview["detail"]["metrics"].get("delivered_bytes")
     if wl.kind == "captured":

@@ -285,9 +285,9 @@ def _analyse(plan: RunPlan, workdir: Path, rec: dict[str, Any]) -> LabResult:
     rate, delay = capture_accuracy(events, links, end_ns=end, bin_ns=plan.bin_ns)
     acc = summarize_accuracy(rate, delay) | schedule_lag(emu["applied"])
     missed = []
-    if acc.get("rate_err_p50") is not None and acc["rate_err_p50"] > TARGETS["rate_err_p50"]:  # type: ignore[operator]
-        missed.append(f"rate error p50 {100 * acc['rate_err_p50']:.2f} % > {100 * TARGETS['rate_err_p50']:.0f} %")  # type: ignore[operator]
-    if acc.get("delay_err_p50_ms") is not None and acc["delay_err_p50_ms"] > TARGETS["delay_err_p50_ms"]:  # type: ignore[operator]
+    if acc.get("rate_err_p50") is not None and acc["rate_err_p50"] > TARGETS["rate_err_p50"]:
+        missed.append(f"rate error p50 {100 * acc['rate_err_p50']:.2f} % > {100 * TARGETS['rate_err_p50']:.0f} %")
+    if acc.get("delay_err_p50_ms") is not None and acc["delay_err_p50_ms"] > TARGETS["delay_err_p50_ms"]:
         missed.append(f"delay error p50 {acc['delay_err_p50_ms']:.3f} ms > {TARGETS['delay_err_p50_ms']} ms")
     if not acc["rate_bins"]:
         warnings.append("emulation accuracy: no saturated 100 ms bin, the rate could not be checked")
