@@ -190,9 +190,9 @@ fn array(data_type: DataType, len: usize, buffer: Buffer) -> PyResult<ArrayData>
 
 /// One array per chunk, each over the chunk's own Vec, and the chunks' addresses as recorded.
 fn prim_arrays<T: Prim>(col: Col<T>) -> PyResult<(DataType, Vec<ArrayData>, Vec<usize>)> {
-    let addresses = col.chunks.iter().map(|c| c.as_ptr() as usize).collect();
+    let addresses = col.chunks().map(|c| c.as_ptr() as usize).collect();
     let arrays = col
-        .chunks
+        .into_chunks()
         .into_iter()
         .map(|c| array(T::DATA_TYPE, c.len(), buffer_from_vec(c)))
         .collect::<PyResult<_>>()?;
@@ -294,9 +294,9 @@ impl ArrowColumn {
             AnyCol::U16(c) => prim_arrays(c)?,
             AnyCol::U8(c) => prim_arrays(c)?,
             AnyCol::Bool(c) => {
-                let addresses = c.chunks.iter().map(|v| v.as_ptr() as usize).collect();
+                let addresses = c.chunks().map(|v| v.as_ptr() as usize).collect();
                 let arrays = c
-                    .chunks
+                    .into_chunks()
                     .into_iter()
                     .map(|v| {
                         let len = v.len();
