@@ -387,3 +387,25 @@ impl Recorder {
         m.rcv_ooo_bytes.shrink();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_column_keeps_every_value_in_order_across_chunks_and_a_shrink() {
+        let mut c: Col<u32> = Col::default();
+        assert!(c.is_empty() && c.chunks().count() == 0);
+        let n = 2 * CHUNK_ROWS + 5;
+        (0..n as u32).for_each(|i| c.push(i));
+        assert_eq!(c.len(), n);
+        assert_eq!(c.chunks().map(Vec::len).collect::<Vec<_>>(), [CHUNK_ROWS, CHUNK_ROWS, 5]);
+        c.shrink();
+        assert_eq!(c.allocated_bytes(), n * 4);
+        // a push after the shrink: the shrunk chunk stays as it is, the next one starts
+        c.push(n as u32);
+        assert_eq!(c.chunks().map(Vec::len).collect::<Vec<_>>(), [CHUNK_ROWS, CHUNK_ROWS, 5, 1]);
+        assert!(c.iter().copied().eq(0..=n as u32));
+        assert!(c.into_chunks().into_iter().flatten().eq(0..=n as u32));
+    }
+}
