@@ -1,7 +1,8 @@
 """Everything a job imports on its way through a capture with replays and a page's figures: imported
 once in a batch report's fork server (`workbench.report._worker`), so that every worker forked from
-the server starts with it (a worker makes its inputs' pages too). Plotly's modules load lazily, on first use of a name: the names a job uses are touched
-here. `tests/test_report_workers.py` checks a job imports nothing heavy beyond this."""
+the server starts with it (a worker makes its inputs' pages too). Plotly's modules load lazily, on
+first use of a name: the names a job uses are touched here. `tests/test_report_workers.py` checks a
+job imports nothing heavy beyond this."""
 
 # ruff: noqa: F401  (imported for what importing them does)
 from __future__ import annotations

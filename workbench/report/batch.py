@@ -16,6 +16,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -28,10 +29,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import InputError
 from workbench.report import _worker
+from workbench.report.html import with_page
 from workbench.report.jobs import JobSpec, Skipped, discover
 from workbench.report.pipeline import ReportSettings, run_job
 
@@ -150,8 +152,7 @@ StepSink = Callable[[str, int, int, str], None]
 
 def _run_serial(jobs: list[JobSpec], settings: ReportSettings, sink: ResultSink, steps: StepSink) -> None:
     for i, spec in enumerate(jobs):
-        sink(i, run_job(spec, settings, cast("Callable[[int, int, str], None]",
-                                             lambda d, t, lab, _id=spec.id: steps(_id, d, t, lab))))
+        sink(i, run_job(spec, settings, functools.partial(steps, spec.id)))
 
 
 def _run_processes(jobs: list[JobSpec], settings: ReportSettings, n_workers: int, sink: ResultSink,
@@ -246,8 +247,6 @@ def _in_thread(spec: JobSpec, settings: ReportSettings, steps: queue.SimpleQueue
     import concurrent.futures as cf
     import threading
 
-    from workbench.report.html import with_page
-
     fut: cf.Future[dict[str, Any]] = cf.Future()
 
     def run() -> None:
@@ -318,8 +317,6 @@ def _copy_plotly(out_dir: Path) -> None:
 
 def _write_page(out_dir: Path, result: dict[str, Any]) -> str | None:
     """Write the input's page, made here unless it was where the input ran (`html.with_page`)."""
-    from workbench.report.html import with_page
-
     if "page_html" not in result:  # the serial and Dask paths, and discovery's error rows
         with_page(result)
     page = result.pop("page_html")
