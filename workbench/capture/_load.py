@@ -88,24 +88,27 @@ def load(
     path_names: dict[str, str] | None = None,
     reader: str = "auto",
     use_cache: bool = True,
+    digests: Mapping[Path, str] | None = None,
 ) -> Capture:
     """Load a capture (pcap/pcapng, or a list of one connection's per-subflow tshark CSV exports),
-    optionally with `peer`, a capture of the same session taken at the other end."""
+    optionally with `peer`, a capture of the same session taken at the other end. ``digests``: the
+    files' `content_hash` where the caller has it already (a report's manifest), else each is read."""
     path_names = path_names or {}
     # Refused before anything is read when the machine could not hold the analysis.
     inputs = [Path(source)] if isinstance(source, (str, Path)) else [Path(p) for p in source]
     files = inputs + ([Path(peer)] if peer is not None else [])
     check_fits(files)
     # Looked at before (`_analysis_cache`); files that are not there are left to the reader's errors.
-    key, digests = None, {}
+    key, hashes = None, {}
     if use_cache and inputs and all(p.is_file() for p in files):
-        digests = {p: content_hash(p) for p in files}  # the key's, and the parse cache's on a miss
+        given = digests or {}
+        hashes = {p: given.get(p) or content_hash(p) for p in files}  # the key's, and the parse cache's on a miss
         key = analysis_key(inputs, peer=None if peer is None else Path(peer), path_names=path_names, reader=reader,
-                           one_connection=not isinstance(source, (str, Path)), digests=digests)
+                           one_connection=not isinstance(source, (str, Path)), digests=hashes)
         hit = read_analysis(key)
         if hit is not None:
             return hit
-    capture = _analyzed(source, peer, path_names, reader, use_cache, digests)
+    capture = _analyzed(source, peer, path_names, reader, use_cache, hashes)
     if key is not None:
         write_analysis(key, capture)
     return capture

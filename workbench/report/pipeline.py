@@ -32,7 +32,6 @@ module only decides what to run and with which workload and duration:
 
 from __future__ import annotations
 
-import hashlib
 import io
 import time
 import traceback
@@ -44,7 +43,7 @@ from typing import Any, Literal
 from workbench.errors import InputError
 from workbench.report.jobs import JobSpec
 
-__all__ = ["FINITE_CAP_FACTOR", "ReportSettings", "file_sha256", "params_text", "run_job"]
+__all__ = ["FINITE_CAP_FACTOR", "ReportSettings", "params_text", "run_job"]
 
 FINITE_CAP_FACTOR = 4
 DEFAULT_DURATION_NS = 10_000_000_000
@@ -78,15 +77,6 @@ class ReportSettings:
                 "seed": self.seed, "duration_ns": self.duration_ns, "workload": self.workload,
                 "baselines": self.baselines, "cc": self.cc, "max_points": self.max_points, "kernel": self.kernel,
                 "allow_outside_refs": self.allow_outside_refs}
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes (what manifest.json records to pin an input)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def params_text(name: str, settings: ReportSettings) -> str:
@@ -213,10 +203,13 @@ def run_job(spec: JobSpec, settings: ReportSettings, progress: Progress | None =
         "workload": None, "duration_ns": None, "connection": None, "wall_s": 0.0, "trace": None,
         "made_with": None,
     }
+    from workbench.capture._read import content_hash  # the parse and analysis caches' hash: `load` reuses it
+
     for f in [*spec.files, *([spec.peer] if spec.peer else [])]:
         role = "peer" if f == spec.peer else "input"
         try:
-            result["files"].append({"path": f, "role": role, "sha256": file_sha256(f), "bytes": Path(f).stat().st_size})
+            result["files"].append({"path": f, "role": role, "sha256": content_hash(Path(f)),
+                                    "bytes": Path(f).stat().st_size})
         except OSError:
             result["files"].append({"path": f, "role": role, "sha256": None, "bytes": None})
     if spec.error is not None:
@@ -259,7 +252,8 @@ def _run(spec: JobSpec, settings: ReportSettings, progress: Progress | None, res
         said = made_with.from_lab_run(Path(spec.files[0]).parent) if spec.kind == "capture" else None
         result["made_with"] = (said or made_with.assumed()).to_dict()
         src: Any = spec.files[0] if spec.kind == "capture" else list(spec.files)
-        cap = load(src, peer=spec.peer, path_names=dict(spec.path_names) or None)
+        digests = {Path(f["path"]): f["sha256"] for f in result["files"] if f["sha256"] is not None}
+        cap = load(src, peer=spec.peer, path_names=dict(spec.path_names) or None, digests=digests)
         result["warnings"] = list(cap.warnings)
         conn = cap.main_connection
         ev = cap.connection(conn)
