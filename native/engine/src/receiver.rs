@@ -302,9 +302,11 @@ impl Receiver {
                 r.quick = TCP_MAX_QUICKACKS; // tcp_event_data_recv: idle longer than RTO
             }
             r.last_data_ns = now;
-            if i <= r.rcv_wup && p.t_snd_ns > r.ts_recent_ns {
-                r.ts_recent_ns = p.t_snd_ns;
-            }
+            // tcp_store_ts_recent, as a select: whether this segment is the first since the last ACK
+            // follows the ACK parity, which is random when two subflows share a link (at 8 subflows),
+            // and a branch on it was mispredicted about half the time
+            let newer = (i <= r.rcv_wup) & (p.t_snd_ns > r.ts_recent_ns);
+            r.ts_recent_ns = std::hint::select_unpredictable(newer, p.t_snd_ns, r.ts_recent_ns);
             if meta.drs_space != 0 {
                 let ecr_ms = floor_div(p.ts_ecr_ns, 1_000_000);
                 if ecr_ms != r.rcv_rtt_ecr_ms {
