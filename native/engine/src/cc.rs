@@ -270,26 +270,40 @@ fn py_pow(x: f64, y: f64) -> f64 {
     x.powf(y)
 }
 
+/// Veltkamp's split of `x` into two halves of 26 bits each, `x == hi + lo` exactly (for normal
+/// operands well inside the range): products of halves are exact, Dekker's error-free product.
+#[inline]
+fn split(x: f64) -> (f64, f64) {
+    let c = 134_217_729.0 * x; // 2^27 + 1
+    let hi = c - (c - x);
+    (hi, x - hi)
+}
+
+/// Whether `pow` returns `p` when the exact power is `p + e` (`e` known to far better than an ULP).
+/// glibc's `pow` is within 0.54 ULP of the exact value (the bound its source states: 0.5 for
+/// rounding, 0.04 for its log/exp); when the exact value is within 0.375 ULP of `p` and `p` is not a
+/// power of two (whose lower neighbour is half an ULP away), every other double is more than 0.6 ULP
+/// away, so `pow` returns `p`. About three cases in four.
+#[inline]
+fn pow_returns(p: f64, e: f64) -> bool {
+    let bits = p.to_bits();
+    let ulp = f64::from_bits(bits & 0x7ff0_0000_0000_0000) * f64::EPSILON; // 2^(exponent - 52)
+    bits & 0x000f_ffff_ffff_ffff != 0 && e.abs() <= 0.375 * ulp
+}
+
 /// `py_pow(x, 2.0)`, the same value without calling `pow` when it can tell what `pow` returns (LIA
 /// and OLIA square an RTT or a sum on every ACK: libm `pow` was a tenth of an LIA run and more so at 8
-/// subflows). x^2 is exactly `p + e`, `p` the rounded product and `e` its error (Dekker's product:
-/// Veltkamp's split, exact for these operands). glibc's `pow` is within 0.54 ULP of the exact
-/// value (the bound its source states: 0.5 for rounding, 0.04 for its log/exp); when the exact value is
-/// within 0.375 ULP of `p` and `p` is not a power of two (whose lower neighbour is half an ULP away),
-/// every other double is more than 0.6 ULP away, so `pow` returns `p`. Otherwise (about one case in
-/// four) `pow` it is. The unit test `square_is_pow` checks this against `pow` itself.
+/// subflows). x^2 is exactly `p + e`, `p` the rounded product and `e` its error (Dekker's product);
+/// `pow_returns` says when that is `pow`'s answer, else (about one case in four) `pow` it is. The
+/// unit test `square_is_pow` checks this against `pow` itself.
 #[inline]
 fn py_square(x: f64) -> f64 {
     // normal operands and products well inside the range, so that the split and products are exact
     if x > 1e-100 && x < 1e100 {
         let p = x * x;
-        let c = 134_217_729.0 * x; // 2^27 + 1
-        let hi = c - (c - x);
-        let lo = x - hi;
+        let (hi, lo) = split(x);
         let e = ((hi * hi - p) + 2.0 * hi * lo) + lo * lo;
-        let bits = p.to_bits();
-        let ulp = f64::from_bits(bits & 0x7ff0_0000_0000_0000) * f64::EPSILON; // 2^(exponent - 52)
-        if bits & 0x000f_ffff_ffff_ffff != 0 && e.abs() <= 0.375 * ulp {
+        if pow_returns(p, e) {
             return p;
         }
     }
@@ -302,6 +316,35 @@ fn py_square(x: f64) -> f64 {
 #[inline(never)]
 fn square_by_pow(x: f64) -> f64 {
     py_pow(x, 2.0)
+}
+
+/// `py_pow(x, 3.0)`, as `py_square` (CUBIC raises the time since the epoch on every recomputation of
+/// its target, which each subflow does as its cwnd grows, so 8 subflows called `pow` about four times
+/// as often per packet as 2). x^2 = p2 + e2 and p2 * x = p3 + e3 exactly (Dekker's products), so x^3
+/// = p3 + e3 + e2 * x; the last product and the sum are rounded, off by about 2^-51 of an ULP of p3,
+/// far inside `pow_returns`' margin. A negative base is cubed as |x| with the sign put back, as
+/// `py_pow` does. The unit test `cube_is_pow` checks it against `pow`.
+#[inline]
+fn py_cube(x: f64) -> f64 {
+    let a = x.abs();
+    if a > 1e-60 && a < 1e60 {
+        let p2 = a * a;
+        let (hi, lo) = split(a);
+        let e2 = ((hi * hi - p2) + 2.0 * hi * lo) + lo * lo;
+        let p3 = p2 * a;
+        let (hi2, lo2) = split(p2);
+        let e3 = ((hi2 * hi - p3) + hi2 * lo + lo2 * hi) + lo2 * lo;
+        if pow_returns(p3, e3 + e2 * a) {
+            return if x < 0.0 { -p3 } else { p3 };
+        }
+    }
+    cube_by_pow(x)
+}
+
+#[cold]
+#[inline(never)]
+fn cube_by_pow(x: f64) -> f64 {
+    py_pow(x, 3.0)
 }
 
 /// CPython's `vx // wx` on floats (`_float_div_mod`): fmod-based, then snapped to an integer. Not
@@ -457,7 +500,7 @@ fn cubic_start_epoch(st: &mut CubicState, cwnd: i64, acked: i64, now_ns: i64) {
 fn cubic_cnt(st: &CubicState, cwnd: i64, min_rtt_us: i64, now_ns: i64) -> f64 {
     let delay_min_s = (if min_rtt_us < NO_RTT_US { min_rtt_us } else { 0 }) as f64 / 1e6;
     let t = (now_ns - st.epoch_start) as f64 / 1e9 + delay_min_s;
-    let target = st.origin + C * py_pow(t - st.k, 3.0);
+    let target = st.origin + C * py_cube(t - st.k);
     let cwnd_f = cwnd as f64;
     let cnt = if target > cwnd_f { cwnd_f / (target - cwnd_f) } else { 100.0 * cwnd_f };
     if st.last_max_cwnd == 0.0 && cnt > 20.0 {
@@ -897,6 +940,33 @@ mod tests {
             let got = py_square(v);
             assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{v:e}: {got:e} != {want:e}");
             fast += i64::from(got == v * v);
+        }
+        assert!(fast > 1_000_000);
+    }
+
+    #[test]
+    fn cube_is_pow() {
+        // random doubles of either sign over the whole range the fast path takes and beyond, and
+        // CUBIC's operands (seconds from the epoch less K): the same bits as `pow` itself
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut fast = 0;
+        for i in 0..3_000_000u64 {
+            let r = next();
+            let v = match i % 3 {
+                0 => f64::from_bits(r), // any double
+                1 => (r % (1 << 40)) as f64 / 1e9 - (r >> 40) as f64 / 1e5, // t - K, seconds
+                _ => f64::from_bits(0x3ff0_0000_0000_0000 | (r >> 12)) * (1u64 << (r % 40)) as f64,
+            };
+            let want = py_pow(v, 3.0);
+            let got = py_cube(v);
+            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{v:e}: {got:e} != {want:e}");
+            fast += i64::from(got == v * v * v);
         }
         assert!(fast > 1_000_000);
     }
