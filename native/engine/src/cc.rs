@@ -917,58 +917,46 @@ mod tests {
         assert_eq!(g[0].hystart_exits, 1); // found: once per slow start
     }
 
-    #[test]
-    fn square_is_pow() {
-        // random doubles over the whole range the fast path takes and beyond, and RTTs as srtt_s makes
-        // them: the same bits as `pow` itself
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+    /// `fast_pow` against `py_pow(v, y)` over 3M operands, `operand(i, r)` from the i-th xorshift draw
+    /// `r`: the same bits every time, and the fast path taken (the plain product's value) over 1M times.
+    fn assert_matches_pow(y: f64, fast_pow: fn(f64) -> f64, product: fn(f64) -> f64, operand: fn(u64, u64) -> f64) {
+        let mut r: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut fast = 0;
         for i in 0..3_000_000u64 {
-            let r = next();
-            let v = match i % 3 {
-                0 => f64::from_bits(r >> 1), // any non-negative double
-                1 => (r % (1 << 24)) as f64 / 8e6, // srtt_us8 / 8e6
-                _ => f64::from_bits(0x3ff0_0000_0000_0000 | (r >> 12)) * (1u64 << (r % 40)) as f64, // sums
-            };
-            let want = py_pow(v, 2.0);
-            let got = py_square(v);
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            let v = operand(i, r);
+            let (want, got) = (py_pow(v, y), fast_pow(v));
             assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{v:e}: {got:e} != {want:e}");
-            fast += i64::from(got == v * v);
+            fast += i64::from(got == product(v));
         }
         assert!(fast > 1_000_000);
     }
 
+    /// Doubles of 1 to 2^40 with random mantissas (sums of squares, CUBIC's targets).
+    fn wide(r: u64) -> f64 {
+        f64::from_bits(0x3ff0_0000_0000_0000 | (r >> 12)) * (1u64 << (r % 40)) as f64
+    }
+
+    #[test]
+    fn square_is_pow() {
+        // any non-negative double (the fast path's range and beyond), RTTs as srtt_s makes them, sums
+        assert_matches_pow(2.0, py_square, |v| v * v, |i, r| match i % 3 {
+            0 => f64::from_bits(r >> 1),
+            1 => (r % (1 << 24)) as f64 / 8e6, // srtt_us8 / 8e6
+            _ => wide(r),
+        });
+    }
+
     #[test]
     fn cube_is_pow() {
-        // random doubles of either sign over the whole range the fast path takes and beyond, and
-        // CUBIC's operands (seconds from the epoch less K): the same bits as `pow` itself
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let mut fast = 0;
-        for i in 0..3_000_000u64 {
-            let r = next();
-            let v = match i % 3 {
-                0 => f64::from_bits(r), // any double
-                1 => (r % (1 << 40)) as f64 / 1e9 - (r >> 40) as f64 / 1e5, // t - K, seconds
-                _ => f64::from_bits(0x3ff0_0000_0000_0000 | (r >> 12)) * (1u64 << (r % 40)) as f64,
-            };
-            let want = py_pow(v, 3.0);
-            let got = py_cube(v);
-            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{v:e}: {got:e} != {want:e}");
-            fast += i64::from(got == v * v * v);
-        }
-        assert!(fast > 1_000_000);
+        // any double of either sign, CUBIC's operand (seconds since the epoch less K), wide ones
+        assert_matches_pow(3.0, py_cube, |v| v * v * v, |i, r| match i % 3 {
+            0 => f64::from_bits(r),
+            1 => (r % (1 << 40)) as f64 / 1e9 - (r >> 40) as f64 / 1e5,
+            _ => wide(r),
+        });
     }
 
     #[test]
