@@ -4,7 +4,7 @@ exports, resolved into PacketEvents with MPTCP connections, subflows, paths and 
 from __future__ import annotations
 
 from workbench.capture._load import Capture, load, parse_path_names
-from workbench.capture._read import READER_VERSION, ReadResult, read_packets
+from workbench.capture._read import READER_VERSION, ReadResult, content_hash, read_packets
 from workbench.capture.schema import PACKET_EVENTS, PACKETS, SAMPLES
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "SAMPLES",
     "Capture",
     "ReadResult",
+    "content_hash",
     "load",
     "parse_path_names",
     "read_packets",

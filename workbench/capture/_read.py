@@ -47,6 +47,8 @@ def cache_dir() -> Path:
 
 
 def content_hash(path: Path) -> str:
+    """SHA-256 of a file's bytes: its parse cache entry's name, part of the analysis cache's key, and
+    what a report's manifest records to pin an input."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 22):

@@ -203,7 +203,7 @@ def run_job(spec: JobSpec, settings: ReportSettings, progress: Progress | None =
         "workload": None, "duration_ns": None, "connection": None, "wall_s": 0.0, "trace": None,
         "made_with": None,
     }
-    from workbench.capture._read import content_hash  # the parse and analysis caches' hash: `load` reuses it
+    from workbench.capture import content_hash  # the parse and analysis caches' hash: `load` reuses it
 
     for f in [*spec.files, *([spec.peer] if spec.peer else [])]:
         role = "peer" if f == spec.peer else "input"
