@@ -16,6 +16,11 @@ from the model doing more per data packet: at 8 subflows the model runs more eve
 (printed: 1.54 at 2 subflows, 1.61 at 8 with CUBIC) and keeps a larger reordering queue at the MPTCP
 level (`max_rcv_ooo_bytes` 0.26 MB at 2 subflows, 1.15 MB at 8, in the 40 s CUBIC runs).
 
+The reference: `htsim_subflows.cpp` runs the same scenario on htsim (Broadcom/csg-htsim, built apart;
+its header says how). Measured on this machine: uncoupled subflows +8 to +15 % from 2 to 8 subflows
+(134 -> 145 ns per packet), LIA (`COUPLED_INC`) +35 to +42 % (150 -> 204 ns): a coupled congestion
+control's per-ACK work over all subflows grows there as it does here.
+
     .venv/bin/python benchmarks/bench_subflows.py [--seconds 200] [--cc cubic,lia,olia] [--repeat 5]
 """
 
