@@ -19,7 +19,10 @@ level (`max_rcv_ooo_bytes` 0.26 MB at 2 subflows, 1.15 MB at 8, in the 40 s CUBI
 The reference: `htsim_subflows.cpp` runs the same scenario on htsim (Broadcom/csg-htsim, built apart;
 its header says how). Measured on this machine: uncoupled subflows +8 to +15 % from 2 to 8 subflows
 (134 -> 145 ns per packet), LIA (`COUPLED_INC`) +35 to +42 % (150 -> 204 ns): a coupled congestion
-control's per-ACK work over all subflows grows there as it does here.
+control's per-ACK work over all subflows grows there as it does here (LIA +37 to +45 %). With
+uncoupled subflows this engine grows more than htsim (CUBIC +36 to +41 %): htsim has no packet
+scheduler (each subflow takes the next data when its window opens), where minRTT, here as in the
+kernel, reads every subflow on every decision, and its TCP has no SACK scoreboard, RACK or HyStart.
 
     .venv/bin/python benchmarks/bench_subflows.py [--seconds 200] [--cc cubic,lia,olia] [--repeat 5]
 """
