@@ -279,6 +279,14 @@ fn split(x: f64) -> (f64, f64) {
     (hi, x - hi)
 }
 
+/// x * x as `p + e` exactly (Dekker's product), with the halves `hi + lo` of x it was made from.
+#[inline]
+fn exact_square(x: f64) -> (f64, f64, f64, f64) {
+    let p = x * x;
+    let (hi, lo) = split(x);
+    (p, ((hi * hi - p) + 2.0 * hi * lo) + lo * lo, hi, lo)
+}
+
 /// Whether `pow` returns `p` when the exact power is `p + e` (`e` known to far better than an ULP).
 /// glibc's `pow` is within 0.54 ULP of the exact value (the bound its source states: 0.5 for
 /// rounding, 0.04 for its log/exp); when the exact value is within 0.375 ULP of `p` and `p` is not a
@@ -300,9 +308,7 @@ fn pow_returns(p: f64, e: f64) -> bool {
 fn py_square(x: f64) -> f64 {
     // normal operands and products well inside the range, so that the split and products are exact
     if x > 1e-100 && x < 1e100 {
-        let p = x * x;
-        let (hi, lo) = split(x);
-        let e = ((hi * hi - p) + 2.0 * hi * lo) + lo * lo;
+        let (p, e, _, _) = exact_square(x);
         if pow_returns(p, e) {
             return p;
         }
@@ -320,17 +326,15 @@ fn square_by_pow(x: f64) -> f64 {
 
 /// `py_pow(x, 3.0)`, as `py_square` (CUBIC raises the time since the epoch on every recomputation of
 /// its target, which each subflow does as its own cwnd grows: libm `pow` took 3.5 times as much time
-/// per packet at 8 subflows as at 2, measured by perf). x^2 = p2 + e2 and p2 * x = p3 + e3 exactly (Dekker's products), so x^3
-/// = p3 + e3 + e2 * x; the last product and the sum are rounded, off by about 2^-51 of an ULP of p3,
-/// far inside `pow_returns`' margin. A negative base is cubed as |x| with the sign put back, as
+/// per packet at 8 subflows as at 2, measured by perf). x^2 = p2 + e2 and p2 * x = p3 + e3 exactly
+/// (Dekker's products), so x^3 = p3 + e3 + e2 * x; the last product and the sum are rounded, off by
+/// about 2^-51 of an ULP of p3, far inside `pow_returns`' margin. A negative base is cubed as |x| with the sign put back, as
 /// `py_pow` does. The unit test `cube_is_pow` checks it against `pow`.
 #[inline]
 fn py_cube(x: f64) -> f64 {
     let a = x.abs();
     if a > 1e-60 && a < 1e60 {
-        let p2 = a * a;
-        let (hi, lo) = split(a);
-        let e2 = ((hi * hi - p2) + 2.0 * hi * lo) + lo * lo;
+        let (p2, e2, hi, lo) = exact_square(a);
         let p3 = p2 * a;
         let (hi2, lo2) = split(p2);
         let e3 = ((hi2 * hi - p3) + hi2 * lo + lo2 * hi) + lo2 * lo;
