@@ -328,8 +328,8 @@ fn square_by_pow(x: f64) -> f64 {
 /// its target, which each subflow does as its own cwnd grows: libm `pow` took 3.5 times as much time
 /// per packet at 8 subflows as at 2, measured by perf). x^2 = p2 + e2 and p2 * x = p3 + e3 exactly
 /// (Dekker's products), so x^3 = p3 + e3 + e2 * x; the last product and the sum are rounded, off by
-/// about 2^-51 of an ULP of p3, far inside `pow_returns`' margin. A negative base is cubed as |x| with the sign put back, as
-/// `py_pow` does. The unit test `cube_is_pow` checks it against `pow`.
+/// about 2^-51 of an ULP of p3, far inside `pow_returns`' margin. A negative base is cubed as |x|
+/// with the sign put back, as `py_pow` does. The unit test `cube_is_pow` checks it against `pow`.
 #[inline]
 fn py_cube(x: f64) -> f64 {
     let a = x.abs();
@@ -923,7 +923,8 @@ mod tests {
 
     /// `fast_pow` against `py_pow(v, y)` over 3M operands, `operand(i, r)` from the i-th xorshift draw
     /// `r`: the same bits every time, and the fast path taken (the plain product's value) over 1M times.
-    fn assert_matches_pow(y: f64, fast_pow: fn(f64) -> f64, product: fn(f64) -> f64, operand: fn(u64, u64) -> f64) {
+    fn assert_matches_pow(y: f64, fast_pow: fn(f64) -> f64, product: fn(f64) -> f64,
+                          operand: fn(u64, u64) -> f64) {
         let mut r: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut fast = 0;
         for i in 0..3_000_000u64 {
